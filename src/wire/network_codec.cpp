@@ -1,0 +1,260 @@
+// IPv4, IPv6, UDP, Ethernet, the ICRC, and whole RoCEv2 packets.
+#include <algorithm>
+#include <cstring>
+
+#include "common/bytes.h"
+#include "common/check.h"
+#include "wire/crc32.h"
+#include "wire/packet.h"
+
+namespace uroce::wire {
+
+uint16_t ipv4_header_checksum(std::span<const uint8_t, kIpv4Bytes> h) {
+  uint32_t sum = 0;
+  for (uint32_t i = 0; i < kIpv4Bytes; i += 2)
+    if (i != 10) sum += load_be16(&h[i]);
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  return static_cast<uint16_t>(~sum);
+}
+
+uint32_t write_ipv4(const Ipv4& ip, std::span<uint8_t> out) {
+  UROCE_CHECK(out.size() >= kIpv4Bytes);
+  uint8_t* p = out.data();
+  p[0] = 0x45;
+  p[1] = static_cast<uint8_t>(ip.dscp << 2 | static_cast<uint8_t>(ip.ecn));
+  store_be16(p + 2, ip.total_length);
+  store_be16(p + 4, ip.identification);
+  store_be16(p + 6, ip.dont_fragment ? 0x4000 : 0);
+  p[8] = ip.ttl;
+  p[9] = ip.protocol;
+  std::memcpy(p + 12, ip.src.data(), 4);
+  std::memcpy(p + 16, ip.dst.data(), 4);
+  store_be16(p + 10, ipv4_header_checksum(out.first<kIpv4Bytes>()));
+  return kIpv4Bytes;
+}
+
+uint32_t write_ipv6(const Ipv6& ip, std::span<uint8_t> out) {
+  UROCE_CHECK(out.size() >= kIpv6Bytes);
+  uint8_t* p = out.data();
+  const uint8_t tclass = static_cast<uint8_t>(ip.dscp << 2 | static_cast<uint8_t>(ip.ecn));
+  store_be32(p, 6u << 28 | uint32_t{tclass} << 20 | (ip.flow_label & 0xfffff));
+  store_be16(p + 4, ip.payload_length);
+  p[6] = ip.next_header;
+  p[7] = ip.hop_limit;
+  std::memcpy(p + 8, ip.src.data(), 16);
+  std::memcpy(p + 24, ip.dst.data(), 16);
+  return kIpv6Bytes;
+}
+
+uint32_t write_udp(const Udp& udp, std::span<uint8_t> out) {
+  UROCE_CHECK(out.size() >= kUdpBytes);
+  store_be16(&out[0], udp.src_port);
+  store_be16(&out[2], udp.dst_port);
+  store_be16(&out[4], udp.length);
+  store_be16(&out[6], udp.checksum);
+  return kUdpBytes;
+}
+
+uint32_t write_ethernet(const Ethernet& eth, std::span<uint8_t> out) {
+  const uint32_t n = kEthBytes + (eth.vlan_tci ? kVlanBytes : 0);
+  UROCE_CHECK(out.size() >= n);
+  uint8_t* p = out.data();
+  std::memcpy(p, eth.dst.data(), 6);
+  std::memcpy(p + 6, eth.src.data(), 6);
+  if (eth.vlan_tci) {
+    store_be16(p + 12, kEthertypeVlan);
+    store_be16(p + 14, *eth.vlan_tci);
+    p += kVlanBytes;
+  }
+  store_be16(p + 12, eth.ethertype);
+  return n;
+}
+
+Ecn read_ecn(std::span<const uint8_t> ip) {
+  if (ip.empty()) return Ecn::kNotEct;
+  if ((ip[0] >> 4) == 6) return ip.size() >= 2 ? static_cast<Ecn>((ip[1] >> 4) & 3) : Ecn::kNotEct;
+  return ip.size() >= 2 ? static_cast<Ecn>(ip[1] & 3) : Ecn::kNotEct;
+}
+
+void set_ecn(std::span<uint8_t> ip, Ecn ecn) {
+  const uint8_t e = static_cast<uint8_t>(ecn);
+  if (ip.size() >= kIpv6Bytes && (ip[0] >> 4) == 6) {
+    ip[1] = static_cast<uint8_t>((ip[1] & ~0x30) | e << 4);
+  } else if (ip.size() >= kIpv4Bytes && (ip[0] >> 4) == 4) {
+    ip[1] = static_cast<uint8_t>((ip[1] & ~3) | e);
+    store_be16(&ip[10], ipv4_header_checksum(ip.first<kIpv4Bytes>()));
+  }
+}
+
+namespace {
+
+constexpr std::array<uint8_t, 8> kLrhOnes = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+
+// Copies IP+UDP+BTH (the part with masked fields) into `buf`, masks it, and returns its length.
+// 40 + 8 + 12 bytes at most.
+uint32_t masked_prefix(std::span<const uint8_t> headers, std::array<uint8_t, 64>& buf) {
+  const bool v6 = (headers[0] >> 4) == 6;
+  const uint32_t ip_len = v6 ? kIpv6Bytes : kIpv4Bytes;
+  const uint32_t n = ip_len + kUdpBytes + kBthBytes;
+  UROCE_CHECK(headers.size() >= n);
+  std::memcpy(buf.data(), headers.data(), n);
+  uint8_t* p = buf.data();
+  if (v6) {
+    p[0] |= 0x0f;  // traffic class (high nibble) and flow label
+    p[1] = p[2] = p[3] = 0xff;
+    p[7] = 0xff;  // hop limit
+  } else {
+    p[1] = 0xff;                  // TOS
+    p[8] = 0xff;                  // TTL
+    p[10] = p[11] = 0xff;         // header checksum
+  }
+  p[ip_len + 6] = p[ip_len + 7] = 0xff;  // UDP checksum
+  p[ip_len + kUdpBytes + 4] = 0xff;      // BTH reserved byte (FECN/BECN live here)
+  return n;
+}
+
+}  // namespace
+
+uint32_t compute_icrc(std::span<const uint8_t> headers, std::span<const uint8_t> payload,
+                      uint8_t pad) {
+  std::array<uint8_t, 64> prefix;
+  const uint32_t n = masked_prefix(headers, prefix);
+  uint32_t crc = crc32(0, kLrhOnes);
+  crc = crc32(crc, std::span<const uint8_t>(prefix.data(), n));
+  crc = crc32(crc, headers.subspan(n));
+  crc = crc32(crc, payload);
+  static constexpr std::array<uint8_t, 3> kZeros{};
+  return crc32(crc, std::span<const uint8_t>(kZeros.data(), pad));
+}
+
+uint32_t compute_icrc(std::span<const uint8_t> ip_packet) {
+  return compute_icrc(ip_packet, {}, 0);
+}
+
+uint32_t build_ip_packet(const IpEndpoints& ep, const TransportHeaders& hdr,
+                         std::span<const uint8_t> payload, std::span<uint8_t> out) {
+  const OpcodeInfo& info = opcode_info(hdr.bth.opcode);
+  UROCE_CHECK(info.valid());
+  const uint8_t pad = info.payload ? pad_for(static_cast<uint32_t>(payload.size())) : 0;
+  const uint32_t ip_len = ep.ipv6 ? kIpv6Bytes : kIpv4Bytes;
+  const size_t udp_len = kUdpBytes + info.header_bytes + payload.size() + pad + kIcrcBytes;
+  const size_t total = ip_len + udp_len;
+  if (out.size() < total || total > 0xffff) return 0;
+  uint8_t* p = out.data();
+  if (ep.ipv6) {
+    Ipv6 ip;
+    ip.dscp = ep.dscp;
+    ip.ecn = ep.ecn;
+    ip.flow_label = ep.flow_label;
+    ip.payload_length = static_cast<uint16_t>(udp_len);
+    std::copy_n(ep.src.begin(), 16, ip.src.begin());
+    std::copy_n(ep.dst.begin(), 16, ip.dst.begin());
+    write_ipv6(ip, out);
+  } else {
+    Ipv4 ip;
+    ip.dscp = ep.dscp;
+    ip.ecn = ep.ecn;
+    ip.total_length = static_cast<uint16_t>(total);
+    std::copy_n(ep.src.begin(), 4, ip.src.begin());
+    std::copy_n(ep.dst.begin(), 4, ip.dst.begin());
+    write_ipv4(ip, out);
+  }
+  Udp udp{ep.udp_src_port, kRoceV2Port, static_cast<uint16_t>(udp_len), 0};
+  write_udp(udp, out.subspan(ip_len));
+  TransportHeaders h = hdr;
+  h.bth.pad_count = pad;
+  const uint32_t th = write_transport_headers(h, out.subspan(ip_len + kUdpBytes));
+  uint8_t* body = p + ip_len + kUdpBytes + th;
+  if (!payload.empty()) std::memcpy(body, payload.data(), payload.size());
+  std::memset(body + payload.size(), 0, pad);
+  const size_t icrc_at = total - kIcrcBytes;
+  const uint32_t icrc = compute_icrc(std::span<const uint8_t>(p, icrc_at));
+  // The ICRC goes on the wire least significant byte first, like an Ethernet FCS.
+  for (int i = 0; i < 4; ++i) p[icrc_at + i] = static_cast<uint8_t>(icrc >> (8 * i));
+  return static_cast<uint32_t>(total);
+}
+
+ParseResult<RocePacket> parse_ip_packet(std::span<const uint8_t> bytes) {
+  RocePacket pkt;
+  if (bytes.empty()) return Err(ParseError::kTruncated);
+  const uint8_t version = bytes[0] >> 4;
+  uint32_t ip_len = 0;
+  size_t ip_total = 0;
+  if (version == 4) {
+    if (bytes.size() < kIpv4Bytes) return Err(ParseError::kTruncated);
+    if ((bytes[0] & 0x0f) != 5) return Err(ParseError::kNotRoce);  // options are never used
+    Ipv4 ip;
+    ip.dscp = bytes[1] >> 2;
+    ip.ecn = static_cast<Ecn>(bytes[1] & 3);
+    ip.total_length = load_be16(&bytes[2]);
+    ip.identification = load_be16(&bytes[4]);
+    ip.dont_fragment = bytes[6] & 0x40;
+    ip.ttl = bytes[8];
+    ip.protocol = bytes[9];
+    std::copy_n(&bytes[12], 4, ip.src.begin());
+    std::copy_n(&bytes[16], 4, ip.dst.begin());
+    if (ip.protocol != 17) return Err(ParseError::kNotRoce);
+    ip_len = kIpv4Bytes;
+    ip_total = ip.total_length;
+    pkt.ipv4 = ip;
+  } else if (version == 6) {
+    if (bytes.size() < kIpv6Bytes) return Err(ParseError::kTruncated);
+    Ipv6 ip;
+    const uint32_t w = load_be32(&bytes[0]);
+    const uint8_t tclass = static_cast<uint8_t>(w >> 20);
+    ip.dscp = tclass >> 2;
+    ip.ecn = static_cast<Ecn>(tclass & 3);
+    ip.flow_label = w & 0xfffff;
+    ip.payload_length = load_be16(&bytes[4]);
+    ip.next_header = bytes[6];
+    ip.hop_limit = bytes[7];
+    std::copy_n(&bytes[8], 16, ip.src.begin());
+    std::copy_n(&bytes[24], 16, ip.dst.begin());
+    if (ip.next_header != 17) return Err(ParseError::kNotRoce);
+    ip_len = kIpv6Bytes;
+    ip_total = kIpv6Bytes + size_t{ip.payload_length};
+    pkt.ipv6 = ip;
+  } else {
+    return Err(ParseError::kBadVersion);
+  }
+  if (ip_total > bytes.size()) return Err(ParseError::kTruncated);
+  if (ip_total < ip_len + kUdpBytes) return Err(ParseError::kBadLength);
+  const uint8_t* u = &bytes[ip_len];
+  pkt.udp = {load_be16(u), load_be16(u + 2), load_be16(u + 4), load_be16(u + 6)};
+  if (pkt.udp.dst_port != kRoceV2Port) return Err(ParseError::kNotRoce);
+  if (pkt.udp.length != ip_total - ip_len) return Err(ParseError::kBadLength);
+  if (pkt.udp.length < kUdpBytes + kBthBytes + kIcrcBytes) return Err(ParseError::kTruncated);
+  const std::span<const uint8_t> whole = bytes.first(ip_total);
+  const size_t icrc_at = ip_total - kIcrcBytes;
+  auto transport = parse_transport(whole.subspan(ip_len + kUdpBytes, icrc_at - ip_len - kUdpBytes));
+  if (!transport) return Err(transport.error());
+  pkt.transport = *transport;
+  for (int i = 0; i < 4; ++i) pkt.icrc |= uint32_t{whole[icrc_at + i]} << (8 * i);
+  if (compute_icrc(whole.first(icrc_at)) != pkt.icrc) return Err(ParseError::kBadIcrc);
+  return pkt;
+}
+
+ParseResult<RoceFrame> parse_frame(std::span<const uint8_t> bytes) {
+  RoceFrame f;
+  if (bytes.size() < kEthBytes) return Err(ParseError::kTruncated);
+  std::copy_n(&bytes[0], 6, f.eth.dst.begin());
+  std::copy_n(&bytes[6], 6, f.eth.src.begin());
+  uint32_t off = 12;
+  uint16_t type = load_be16(&bytes[off]);
+  if (type == kEthertypeVlan) {
+    if (bytes.size() < kEthBytes + kVlanBytes) return Err(ParseError::kTruncated);
+    f.eth.vlan_tci = load_be16(&bytes[off + 2]);
+    off += 4;
+    type = load_be16(&bytes[off]);
+  }
+  f.eth.ethertype = type;
+  off += 2;
+  if (type != kEthertypeIpv4 && type != kEthertypeIpv6) return Err(ParseError::kNotRoce);
+  auto ip = parse_ip_packet(bytes.subspan(off));
+  if (!ip) return Err(ip.error());
+  if ((type == kEthertypeIpv4) != ip->ipv4.has_value()) return Err(ParseError::kBadVersion);
+  f.packet = *ip;
+  return f;
+}
+
+}  // namespace uroce::wire

@@ -1,0 +1,172 @@
+#pragma once
+// The one opcode table (IBA 9.2 table 38, plus the RoCEv2 CNP of annex A17.9.2). Parsing, building
+// and validation all read it: which extension headers follow the BTH, whether a payload may follow,
+// and the opcode's place in a message.
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+namespace uroce::wire {
+
+// Extension headers in the order they follow the BTH (IBA 9.2, figure 9): the offset of each is
+// the sum of the sizes of the ones before it that the opcode carries.
+enum Header : uint16_t {
+  kDeth = 1u << 0,
+  kReth = 1u << 1,
+  kAtomicEth = 1u << 2,
+  kAeth = 1u << 3,
+  kAtomicAckEth = 1u << 4,
+  kImmDt = 1u << 5,
+  kIeth = 1u << 6,
+  kCnpReserved = 1u << 7,
+};
+inline constexpr int kHeaderCount = 8;
+inline constexpr std::array<uint8_t, kHeaderCount> kHeaderBytes = {8, 16, 28, 4, 8, 4, 4, 16};
+inline constexpr uint32_t kBthBytes = 12;
+inline constexpr uint32_t kIcrcBytes = 4;
+inline constexpr uint16_t kRoceV2Port = 4791;
+
+constexpr uint32_t header_offset(uint16_t present, Header which) {
+  uint32_t off = kBthBytes;
+  for (int i = 0; i < kHeaderCount && (1u << i) != which; ++i)
+    if (present & (1u << i)) off += kHeaderBytes[i];
+  return off;
+}
+constexpr uint32_t headers_bytes(uint16_t present) {
+  uint32_t n = kBthBytes;
+  for (int i = 0; i < kHeaderCount; ++i)
+    if (present & (1u << i)) n += kHeaderBytes[i];
+  return n;
+}
+
+enum class Service : uint8_t { kRc, kUc, kUd, kCnp };
+enum class Place : uint8_t { kNone, kFirst, kMiddle, kLast, kOnly };
+enum class Kind : uint8_t {
+  kInvalid,
+  kSend,
+  kWrite,
+  kReadRequest,
+  kReadResponse,
+  kAck,
+  kAtomicAck,
+  kCompareSwap,
+  kFetchAdd,
+  kCnp,
+};
+
+struct OpcodeInfo {
+  std::string_view name;  // as in IBA table 38, e.g. "RC_SEND_FIRST"
+  Service service = Service::kRc;
+  Kind kind = Kind::kInvalid;
+  Place place = Place::kNone;
+  uint16_t headers = 0;  // Header bits
+  bool payload = false;  // may carry payload (0 bytes allowed only where the spec allows it)
+  uint32_t header_bytes = 0;
+
+  constexpr bool valid() const { return kind != Kind::kInvalid; }
+  constexpr bool has(Header h) const { return (headers & h) != 0; }
+  constexpr bool is_request() const {
+    return kind == Kind::kSend || kind == Kind::kWrite || kind == Kind::kReadRequest ||
+           kind == Kind::kCompareSwap || kind == Kind::kFetchAdd;
+  }
+  constexpr bool is_response() const {
+    return kind == Kind::kReadResponse || kind == Kind::kAck || kind == Kind::kAtomicAck;
+  }
+  constexpr bool starts_message() const { return place == Place::kFirst || place == Place::kOnly; }
+  constexpr bool ends_message() const { return place == Place::kLast || place == Place::kOnly; }
+};
+
+namespace op {
+// RC
+inline constexpr uint8_t kRcSendFirst = 0x00, kRcSendMiddle = 0x01, kRcSendLast = 0x02,
+                         kRcSendLastImm = 0x03, kRcSendOnly = 0x04, kRcSendOnlyImm = 0x05,
+                         kRcWriteFirst = 0x06, kRcWriteMiddle = 0x07, kRcWriteLast = 0x08,
+                         kRcWriteLastImm = 0x09, kRcWriteOnly = 0x0a, kRcWriteOnlyImm = 0x0b,
+                         kRcReadRequest = 0x0c, kRcReadResponseFirst = 0x0d,
+                         kRcReadResponseMiddle = 0x0e, kRcReadResponseLast = 0x0f,
+                         kRcReadResponseOnly = 0x10, kRcAck = 0x11, kRcAtomicAck = 0x12,
+                         kRcCompareSwap = 0x13, kRcFetchAdd = 0x14, kRcSendLastInv = 0x16,
+                         kRcSendOnlyInv = 0x17;
+// UC: the RC opcode | 0x20 for the SEND and WRITE family.
+inline constexpr uint8_t kUcBase = 0x20;
+// UD
+inline constexpr uint8_t kUdSendOnly = 0x64, kUdSendOnlyImm = 0x65;
+// RoCEv2 congestion notification packet.
+inline constexpr uint8_t kCnp = 0x81;
+}  // namespace op
+
+namespace detail {
+constexpr OpcodeInfo make(std::string_view name, Service s, Kind k, Place p, uint16_t h, bool pay) {
+  return OpcodeInfo{name, s, k, p, h, pay, headers_bytes(h)};
+}
+constexpr std::array<OpcodeInfo, 256> build_table() {
+  std::array<OpcodeInfo, 256> t{};
+  using enum Kind;
+  using enum Place;
+  constexpr Service rc = Service::kRc, uc = Service::kUc;
+  t[op::kRcSendFirst] = make("RC_SEND_FIRST", rc, kSend, kFirst, 0, true);
+  t[op::kRcSendMiddle] = make("RC_SEND_MIDDLE", rc, kSend, kMiddle, 0, true);
+  t[op::kRcSendLast] = make("RC_SEND_LAST", rc, kSend, kLast, 0, true);
+  t[op::kRcSendLastImm] = make("RC_SEND_LAST_WITH_IMMEDIATE", rc, kSend, kLast, kImmDt, true);
+  t[op::kRcSendOnly] = make("RC_SEND_ONLY", rc, kSend, kOnly, 0, true);
+  t[op::kRcSendOnlyImm] = make("RC_SEND_ONLY_WITH_IMMEDIATE", rc, kSend, kOnly, kImmDt, true);
+  t[op::kRcWriteFirst] = make("RC_RDMA_WRITE_FIRST", rc, kWrite, kFirst, kReth, true);
+  t[op::kRcWriteMiddle] = make("RC_RDMA_WRITE_MIDDLE", rc, kWrite, kMiddle, 0, true);
+  t[op::kRcWriteLast] = make("RC_RDMA_WRITE_LAST", rc, kWrite, kLast, 0, true);
+  t[op::kRcWriteLastImm] =
+      make("RC_RDMA_WRITE_LAST_WITH_IMMEDIATE", rc, kWrite, kLast, kImmDt, true);
+  t[op::kRcWriteOnly] = make("RC_RDMA_WRITE_ONLY", rc, kWrite, kOnly, kReth, true);
+  t[op::kRcWriteOnlyImm] =
+      make("RC_RDMA_WRITE_ONLY_WITH_IMMEDIATE", rc, kWrite, kOnly, kReth | kImmDt, true);
+  t[op::kRcReadRequest] = make("RC_RDMA_READ_REQUEST", rc, kReadRequest, kOnly, kReth, false);
+  t[op::kRcReadResponseFirst] =
+      make("RC_RDMA_READ_RESPONSE_FIRST", rc, kReadResponse, kFirst, kAeth, true);
+  t[op::kRcReadResponseMiddle] =
+      make("RC_RDMA_READ_RESPONSE_MIDDLE", rc, kReadResponse, kMiddle, 0, true);
+  t[op::kRcReadResponseLast] =
+      make("RC_RDMA_READ_RESPONSE_LAST", rc, kReadResponse, kLast, kAeth, true);
+  t[op::kRcReadResponseOnly] =
+      make("RC_RDMA_READ_RESPONSE_ONLY", rc, kReadResponse, kOnly, kAeth, true);
+  t[op::kRcAck] = make("RC_ACKNOWLEDGE", rc, kAck, kOnly, kAeth, false);
+  t[op::kRcAtomicAck] =
+      make("RC_ATOMIC_ACKNOWLEDGE", rc, kAtomicAck, kOnly, kAeth | kAtomicAckEth, false);
+  t[op::kRcCompareSwap] = make("RC_CMP_SWAP", rc, kCompareSwap, kOnly, kAtomicEth, false);
+  t[op::kRcFetchAdd] = make("RC_FETCH_ADD", rc, kFetchAdd, kOnly, kAtomicEth, false);
+  t[op::kRcSendLastInv] = make("RC_SEND_LAST_WITH_INVALIDATE", rc, kSend, kLast, kIeth, true);
+  t[op::kRcSendOnlyInv] = make("RC_SEND_ONLY_WITH_INVALIDATE", rc, kSend, kOnly, kIeth, true);
+
+  constexpr uint8_t b = op::kUcBase;
+  t[b | op::kRcSendFirst] = make("UC_SEND_FIRST", uc, kSend, kFirst, 0, true);
+  t[b | op::kRcSendMiddle] = make("UC_SEND_MIDDLE", uc, kSend, kMiddle, 0, true);
+  t[b | op::kRcSendLast] = make("UC_SEND_LAST", uc, kSend, kLast, 0, true);
+  t[b | op::kRcSendLastImm] = make("UC_SEND_LAST_WITH_IMMEDIATE", uc, kSend, kLast, kImmDt, true);
+  t[b | op::kRcSendOnly] = make("UC_SEND_ONLY", uc, kSend, kOnly, 0, true);
+  t[b | op::kRcSendOnlyImm] = make("UC_SEND_ONLY_WITH_IMMEDIATE", uc, kSend, kOnly, kImmDt, true);
+  t[b | op::kRcWriteFirst] = make("UC_RDMA_WRITE_FIRST", uc, kWrite, kFirst, kReth, true);
+  t[b | op::kRcWriteMiddle] = make("UC_RDMA_WRITE_MIDDLE", uc, kWrite, kMiddle, 0, true);
+  t[b | op::kRcWriteLast] = make("UC_RDMA_WRITE_LAST", uc, kWrite, kLast, 0, true);
+  t[b | op::kRcWriteLastImm] =
+      make("UC_RDMA_WRITE_LAST_WITH_IMMEDIATE", uc, kWrite, kLast, kImmDt, true);
+  t[b | op::kRcWriteOnly] = make("UC_RDMA_WRITE_ONLY", uc, kWrite, kOnly, kReth, true);
+  t[b | op::kRcWriteOnlyImm] =
+      make("UC_RDMA_WRITE_ONLY_WITH_IMMEDIATE", uc, kWrite, kOnly, kReth | kImmDt, true);
+
+  t[op::kUdSendOnly] = make("UD_SEND_ONLY", Service::kUd, kSend, kOnly, kDeth, true);
+  t[op::kUdSendOnlyImm] =
+      make("UD_SEND_ONLY_WITH_IMMEDIATE", Service::kUd, kSend, kOnly, kDeth | kImmDt, true);
+
+  t[op::kCnp] = make("CNP", Service::kCnp, kCnp, kOnly, kCnpReserved, false);
+  return t;
+}
+}  // namespace detail
+
+inline constexpr std::array<OpcodeInfo, 256> kOpcodeTable = detail::build_table();
+
+constexpr const OpcodeInfo& opcode_info(uint8_t opcode) { return kOpcodeTable[opcode]; }
+
+static_assert(kOpcodeTable[op::kRcWriteOnlyImm].header_bytes == 12 + 16 + 4);
+static_assert(kOpcodeTable[op::kRcAtomicAck].header_bytes == 12 + 4 + 8);
+static_assert(kOpcodeTable[op::kCnp].header_bytes == 12 + 16);
+static_assert(header_offset(kReth | kImmDt, kImmDt) == 12 + 16);
+
+}  // namespace uroce::wire

@@ -1,0 +1,149 @@
+#pragma once
+// RoCEv2 codec: the transport packet (BTH .. payload .. pad) and the frames around it (Ethernet II
+// with optional 802.1Q, IPv4 or IPv6, UDP), plus the ICRC. All of it at explicit offsets.
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+
+#include "common/result.h"
+#include "wire/headers.h"
+#include "wire/opcode.h"
+
+namespace uroce::wire {
+
+enum class ParseError : uint8_t {
+  kTruncated,        // fewer bytes than the headers the opcode needs
+  kUnknownOpcode,    // not in the opcode table
+  kBadVersion,       // BTH TVer != 0, IP version mismatch
+  kBadPadCount,      // pad count larger than the payload, or pad on an opcode without payload
+  kBadLength,        // IP or UDP length fields disagree with the bytes present
+  kUnexpectedPayload,// payload on an opcode that carries none
+  kNotRoce,          // not UDP to port 4791 (or not IP)
+  kBadIcrc,
+};
+std::string_view to_string(ParseError e);
+
+template <typename T>
+using ParseResult = Result<T, ParseError>;
+
+// A parsed transport packet: headers plus a view of the payload (padding and ICRC excluded).
+struct TransportPacket {
+  TransportHeaders hdr;
+  std::span<const uint8_t> payload;
+  const OpcodeInfo& info() const { return opcode_info(hdr.bth.opcode); }
+};
+
+// Parses BTH .. end of pad. `bytes` must not include the ICRC (the link checks and strips it).
+ParseResult<TransportPacket> parse_transport(std::span<const uint8_t> bytes);
+
+// Writes the BTH and the extension headers that the opcode table lists for hdr.bth.opcode.
+// Returns the number of bytes written (== opcode_info(...).header_bytes). `out` must hold at least
+// kMaxTransportHeaderBytes. The pad count is taken from hdr.bth as given: use pad_for() to set it.
+uint32_t write_transport_headers(const TransportHeaders& hdr, std::span<uint8_t> out);
+inline constexpr uint32_t kMaxTransportHeaderBytes = 64;
+
+constexpr uint8_t pad_for(uint32_t payload_bytes) { return (4 - (payload_bytes & 3)) & 3; }
+
+// ---- Network and link headers -------------------------------------------------------------
+
+enum class Ecn : uint8_t { kNotEct = 0, kEct1 = 1, kEct0 = 2, kCe = 3 };
+
+struct Ipv4 {
+  uint8_t dscp = 0;
+  Ecn ecn = Ecn::kNotEct;
+  uint16_t total_length = 0;
+  uint16_t identification = 0;
+  bool dont_fragment = true;
+  uint8_t ttl = 64;
+  uint8_t protocol = 17;
+  std::array<uint8_t, 4> src{};
+  std::array<uint8_t, 4> dst{};
+};
+struct Ipv6 {
+  uint8_t dscp = 0;
+  Ecn ecn = Ecn::kNotEct;
+  uint32_t flow_label = 0;
+  uint16_t payload_length = 0;
+  uint8_t next_header = 17;
+  uint8_t hop_limit = 64;
+  std::array<uint8_t, 16> src{};
+  std::array<uint8_t, 16> dst{};
+};
+struct Udp {
+  uint16_t src_port = 0;
+  uint16_t dst_port = kRoceV2Port;
+  uint16_t length = 0;
+  uint16_t checksum = 0;
+};
+struct Ethernet {
+  std::array<uint8_t, 6> dst{};
+  std::array<uint8_t, 6> src{};
+  std::optional<uint16_t> vlan_tci;  // 802.1Q: PCP(3) DEI(1) VID(12)
+  uint16_t ethertype = 0x0800;
+};
+inline constexpr uint16_t kEthertypeIpv4 = 0x0800, kEthertypeIpv6 = 0x86dd,
+                          kEthertypeVlan = 0x8100, kEthertypeRoceV1 = 0x8915;
+inline constexpr uint32_t kIpv4Bytes = 20, kIpv6Bytes = 40, kUdpBytes = 8, kEthBytes = 14,
+                          kVlanBytes = 4;
+
+// A whole RoCEv2 packet from the IP header on, parsed and with the ICRC checked.
+struct RocePacket {
+  std::optional<Ipv4> ipv4;
+  std::optional<Ipv6> ipv6;
+  Udp udp;
+  TransportPacket transport;
+  uint32_t icrc = 0;
+};
+
+// Parses an IP packet (IPv4 or IPv6, told apart by the version nibble). Verifies lengths, the UDP
+// port and the ICRC.
+ParseResult<RocePacket> parse_ip_packet(std::span<const uint8_t> bytes);
+// Parses an Ethernet frame (FCS not included) carrying a RoCEv2 IP packet.
+struct RoceFrame {
+  Ethernet eth;
+  RocePacket packet;
+};
+ParseResult<RoceFrame> parse_frame(std::span<const uint8_t> bytes);
+
+// Header writers; each returns the bytes written. IPv4 also fills in its header checksum.
+uint32_t write_ipv4(const Ipv4& ip, std::span<uint8_t> out);
+uint32_t write_ipv6(const Ipv6& ip, std::span<uint8_t> out);
+uint32_t write_udp(const Udp& udp, std::span<uint8_t> out);
+uint32_t write_ethernet(const Ethernet& eth, std::span<uint8_t> out);
+uint16_t ipv4_header_checksum(std::span<const uint8_t, kIpv4Bytes> header);
+
+// ECN and DSCP in place on an IP packet (version taken from the first nibble). IPv4's header
+// checksum is updated.
+Ecn read_ecn(std::span<const uint8_t> ip_packet);
+void set_ecn(std::span<uint8_t> ip_packet, Ecn ecn);
+
+// ---- ICRC ---------------------------------------------------------------------------------
+
+// ICRC (IBA annex A17.4.1): CRC-32 over 8 bytes of ones (the LRH stand-in), the IP header with
+// its variable fields set to ones, the UDP header with the checksum set to ones, the BTH with its
+// reserved byte set to ones, then the rest up to the ICRC. `ip_packet` spans the IP header to the
+// end of the pad, without the ICRC.
+uint32_t compute_icrc(std::span<const uint8_t> ip_packet);
+// Same, with the payload given apart from the headers (gather from registered memory). `headers`
+// covers IP, UDP, BTH and extension headers; `tail` is the payload and then `pad` zero bytes.
+uint32_t compute_icrc(std::span<const uint8_t> headers, std::span<const uint8_t> payload,
+                      uint8_t pad);
+
+// Builds a complete IP packet: IP header, UDP, transport headers, payload, pad, ICRC. Returns the
+// bytes written, or 0 if `out` is too small.
+struct IpEndpoints {
+  bool ipv6 = false;
+  std::array<uint8_t, 16> src{};  // IPv4 uses the first 4 bytes
+  std::array<uint8_t, 16> dst{};
+  uint16_t udp_src_port = 0xc000;
+  uint8_t dscp = 0;
+  Ecn ecn = Ecn::kEct0;
+  uint32_t flow_label = 0;
+};
+uint32_t build_ip_packet(const IpEndpoints& ep, const TransportHeaders& hdr,
+                         std::span<const uint8_t> payload, std::span<uint8_t> out);
+
+}  // namespace uroce::wire
