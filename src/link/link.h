@@ -1,0 +1,37 @@
+#pragma once
+// A link moves RoCEv2 packets between a device and the network: UDP sockets in real time
+// (udp_link.h) or the emulated fabric in virtual time. It builds IP/UDP and the ICRC on the way
+// out, and parses, checks and counts on the way in. The progress engine is its only caller.
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+#include "common/types.h"
+#include "wire/packet_io.h"
+
+namespace uroce::link {
+
+struct LinkCounters {
+  uint64_t tx_packets = 0, tx_bytes = 0, rx_packets = 0, rx_bytes = 0;
+  uint64_t rx_ce_marked = 0;
+  uint64_t rx_drop_bad_icrc = 0, rx_drop_malformed = 0, rx_drop_not_roce = 0;
+  uint64_t tx_errors = 0;
+};
+
+using RxHandler = std::function<void(const wire::RxPacket&)>;
+
+class Link : public wire::PacketSink {
+ public:
+  ~Link() override = default;
+  virtual Gid local_gid() const = 0;
+  // transmit() (from PacketSink) may queue for batching; flush() pushes everything queued.
+  virtual void flush() = 0;
+  // Receives up to `budget` packets, calling `handler` for each valid one. Returns the number of
+  // packets taken off the wire (valid or not). Never blocks.
+  virtual size_t poll(const RxHandler& handler, size_t budget) = 0;
+  // A file descriptor that becomes readable when packets arrive, for blocking waits; -1 if none.
+  virtual int wait_fd() const { return -1; }
+  virtual const LinkCounters& counters() const = 0;
+};
+
+}  // namespace uroce::link

@@ -1,0 +1,96 @@
+#pragma once
+// The transport half of a queue pair: requester, responder and completer (IBA chapter 9) for one
+// QP, sans-I/O. It takes work requests, packets and the current time; it gives packets (through a
+// PacketSink), completions (through CompletionSinks) and its next timer deadline. It never reads a
+// clock, opens a socket or starts a thread, so the same object runs on a UDP link and in the
+// virtual-time simulator.
+//
+// Threading: not thread-safe. The verbs layer serialises calls (one lock per QP or one progress
+// thread per device).
+#include <cstdint>
+#include <memory>
+
+#include "cc/pacer.h"
+#include "common/psn.h"
+#include "transport/types.h"
+
+namespace uroce::transport {
+
+enum class QpType : uint8_t { kRc = 2, kUc = 3, kUd = 4 };  // == ibv_qp_type
+enum class QpState : uint8_t { kReset, kInit, kRtr, kRts, kSqd, kSqe, kErr };  // == ibv_qp_state
+
+// Fixed at creation; every queue is bounded by these.
+struct QpCapabilities {
+  uint32_t max_send_wr = 256;
+  uint32_t max_recv_wr = 256;
+  uint32_t max_send_sge = 4;
+  uint32_t max_recv_sge = 4;
+  uint32_t max_inline_data = 256;
+};
+
+// Attributes the transport acts on (a subset of ibv_qp_attr; the verbs layer validates masks and
+// state transitions before it calls configure()).
+struct QpConfig {
+  uint32_t dest_qpn = 0;
+  Psn sq_psn;             // first PSN the requester sends
+  Psn rq_psn;             // first PSN the responder expects
+  uint32_t path_mtu_bytes = 1024;  // 256 .. 4096
+  uint8_t timeout = 14;   // local ACK timeout 4.096 us * 2^timeout; 0 = infinite (IBA 9.7.6.1.3)
+  uint8_t retry_cnt = 7;  // 0..7
+  uint8_t rnr_retry = 7;  // 0..6, 7 = infinite
+  uint8_t min_rnr_timer = 12;  // RNR NAK timer code we send (IBA table 45)
+  uint8_t max_rd_atomic = 1;       // outstanding READ/atomic we initiate
+  uint8_t max_dest_rd_atomic = 1;  // READ/atomic we answer (responder resources)
+  uint32_t qp_access_flags = 0;    // kAccessRemoteWrite / Read / Atomic allowed on this QP
+  uint32_t qkey = 0;               // UD
+  uint16_t pkey = 0xffff;
+  AddressVector path;              // RC/UC primary path
+  bool sq_sig_all = false;
+};
+
+struct QpCounters {
+  uint64_t tx_packets = 0, tx_bytes = 0, rx_packets = 0, rx_bytes = 0;
+  uint64_t retransmitted_packets = 0, local_ack_timeouts = 0;
+  uint64_t rnr_naks_sent = 0, rnr_naks_received = 0;
+  uint64_t seq_naks_sent = 0, seq_naks_received = 0;
+  uint64_t naks_sent = 0, naks_received = 0;  // all kinds
+  uint64_t duplicate_requests = 0, out_of_sequence = 0;
+  uint64_t rx_dropped = 0;  // packets the QP discarded (wrong state, bad header, ...)
+  uint64_t ce_marked = 0, cnps_sent = 0, cnps_received = 0;
+};
+
+// A shared receive queue (or a QP's own RQ): bounded, FIFO.
+class RecvQueue;
+
+class TransportQp {
+ public:
+  // `srq` is null for a QP with its own receive queue. The sinks and memory outlive the QP.
+  static std::unique_ptr<TransportQp> create(QpType type, uint32_t qpn, const QpCapabilities& caps,
+                                             MemoryAccess& memory, CompletionSink& send_cq,
+                                             CompletionSink& recv_cq, RecvQueue* srq);
+  virtual ~TransportQp() = default;
+
+  // 0, or ENOMEM when the queue is full, EINVAL for a malformed request (too many SGEs, inline
+  // too long, opcode not valid for the QP type), matching ibv_post_send/ibv_post_recv.
+  virtual int post_send(const SendWr& wr) = 0;
+  virtual int post_recv(const RecvWr& wr) = 0;
+
+  virtual void configure(const QpConfig& config) = 0;
+  // Moving to kErr flushes every outstanding work request with kWrFlushErr, in order.
+  virtual void set_state(QpState state) = 0;
+  virtual QpState state() const = 0;
+
+  virtual void receive(const RxPacket& packet, Nanos now) = 0;
+  // Sends what the windows, the pacer and `budget` allow; fires expired timers. Returns the number
+  // of packets handed to `sink`.
+  virtual size_t transmit(Nanos now, PacketSink& sink, size_t budget) = 0;
+  // The earliest time transmit() has work that is not ready now (timer or pacing); kNever if none.
+  // A QP with packets ready now returns `now`.
+  virtual Nanos next_deadline(Nanos now) const = 0;
+
+  virtual uint32_t qpn() const = 0;
+  virtual const QpCounters& counters() const = 0;
+  virtual cc::Pacer& pacer() = 0;
+};
+
+}  // namespace uroce::transport

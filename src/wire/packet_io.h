@@ -1,0 +1,53 @@
+#pragma once
+// Packets as they pass between the transport and a link: transport headers and a gather list on
+// the way out, a parsed packet on the way in. The link owns IP, UDP, the pad bytes and the ICRC.
+#include <array>
+#include <cstdint>
+#include <span>
+
+#include "common/types.h"
+#include "wire/headers.h"
+
+namespace uroce::wire {
+
+inline constexpr uint32_t kMaxGather = 16;
+
+// Where a packet goes (RC/UC: the QP's primary path; UD: the work request's address handle).
+struct AddressVector {
+  Gid dgid{};
+  uint8_t traffic_class = 0;  // DSCP << 2; the link sets the ECN bits
+  uint8_t hop_limit = 64;
+  uint32_t flow_label = 0;
+  uint16_t udp_src_port = 0xc000;  // ECMP entropy; RoCE NICs derive it from the QP numbers
+};
+
+struct TxPacket {
+  std::array<uint8_t, 64> header{};  // BTH and extension headers
+  uint32_t header_len = 0;
+  std::array<std::span<const uint8_t>, kMaxGather> payload{};  // valid only during transmit()
+  uint32_t payload_parts = 0;
+  uint32_t payload_len = 0;
+  uint8_t pad = 0;
+  bool ect = true;  // mark ECN-capable (ECT(0))
+  const AddressVector* dest = nullptr;
+
+  std::span<const uint8_t> headers() const { return {header.data(), header_len}; }
+};
+
+class PacketSink {
+ public:
+  virtual ~PacketSink() = default;
+  virtual void transmit(const TxPacket& packet) = 0;
+};
+
+// A packet that arrived, already parsed and ICRC-checked by the link.
+struct RxPacket {
+  const TransportHeaders* hdr = nullptr;
+  std::span<const uint8_t> payload;
+  Gid sgid{};  // the sender's address
+  Gid dgid{};  // our address it was sent to
+  uint16_t udp_src_port = 0;
+  bool ce = false;  // the IP ECN field was Congestion Experienced
+};
+
+}  // namespace uroce::wire
