@@ -1,0 +1,98 @@
+#include "fabric/event_loop.h"
+
+#include <utility>
+
+#include "common/check.h"
+
+namespace uroce::fabric {
+
+EventLoop::EventLoop(uint64_t seed, size_t max_pending)
+    : seed_(seed), rng_(seed), max_pending_(max_pending) {
+  UROCE_CHECK(max_pending > 0);
+  heap_.reserve(max_pending);
+}
+
+bool EventLoop::schedule_at(Nanos time, EventTarget& target, uint32_t kind, uint64_t arg) {
+  if (time < now_) {
+    ++counters_.rejected_past;
+    return false;
+  }
+  if (heap_.size() >= max_pending_) {
+    ++counters_.rejected_full;
+    return false;
+  }
+  heap_.push_back(Event{time, next_seq_++, &target, arg, kind});
+  sift_up(heap_.size() - 1);
+  ++counters_.scheduled;
+  if (heap_.size() > counters_.max_pending) counters_.max_pending = heap_.size();
+  return true;
+}
+
+void EventLoop::sift_up(size_t i) {
+  Event e = heap_[i];
+  while (i > 0) {
+    const size_t parent = (i - 1) / 2;
+    if (!later(heap_[parent], e)) break;
+    heap_[i] = heap_[parent];
+    i = parent;
+  }
+  heap_[i] = e;
+}
+
+void EventLoop::sift_down(size_t i) {
+  const size_t n = heap_.size();
+  Event e = heap_[i];
+  for (;;) {
+    size_t child = 2 * i + 1;
+    if (child >= n) break;
+    if (child + 1 < n && later(heap_[child], heap_[child + 1])) ++child;
+    if (!later(e, heap_[child])) break;
+    heap_[i] = heap_[child];
+    i = child;
+  }
+  heap_[i] = e;
+}
+
+Event EventLoop::pop() {
+  Event top = heap_.front();
+  heap_.front() = heap_.back();
+  heap_.pop_back();
+  if (!heap_.empty()) sift_down(0);
+  return top;
+}
+
+void EventLoop::trace(uint64_t value) {
+  // FNV-1a over 64-bit words, then a splitmix finaliser so nearby values spread.
+  uint64_t mix = value;
+  trace_hash_ = (trace_hash_ ^ splitmix64(mix)) * 0x100000001b3ull;
+}
+
+bool EventLoop::step() {
+  if (heap_.empty()) return false;
+  const Event e = pop();
+  UROCE_DCHECK(e.time >= now_);
+  now_ = e.time;
+  ++counters_.executed;
+  trace(e.time);
+  trace(uint64_t{e.kind} << 32 ^ e.arg);
+  e.target->on_event(e.kind, e.arg, e.time);
+  return true;
+}
+
+size_t EventLoop::run_until(Nanos deadline, size_t max_events) {
+  size_t run = 0;
+  while (run < max_events && !heap_.empty() && heap_.front().time <= deadline) {
+    step();
+    ++run;
+  }
+  if (deadline != kNever && deadline > now_ && next_time() > deadline) now_ = deadline;
+  return run;
+}
+
+bool EventLoop::advance_to(Nanos time) {
+  if (time < now_ || time > next_time() || time == kNever) return false;
+  now_ = time;
+  return true;
+}
+
+}  // namespace uroce::fabric

@@ -1,0 +1,106 @@
+#pragma once
+// Virtual time and a deterministic discrete-event loop. Everything in a simulated world (links,
+// switches, PFC timers, devices' progress) runs as events on one EventLoop, which owns the world's
+// clock and its one seeded random generator, so a world is a pure function of its seed.
+//
+// Events are small PODs (target, kind, 64-bit argument) kept in a binary heap ordered by
+// (time, insertion sequence): two events due at the same nanosecond run in the order they were
+// scheduled, never in an order that depends on the heap's layout or on pointer values. There is no
+// per-event allocation: the heap's storage is reserved up to its bound when the loop is made.
+//
+// Not thread-safe: one world, one thread. Several worlds may run side by side (no globals).
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "common/types.h"
+#include "fabric/sim_random.h"
+
+namespace uroce::fabric {
+
+// Anything that receives events. `kind` and `arg` mean whatever the target says they mean (a port
+// number, a packet slot, a timer generation to ignore stale timers: there is no cancel, a target
+// that re-arms a timer bumps a generation and passes it in `arg`).
+class EventTarget {
+ public:
+  virtual ~EventTarget() = default;
+  virtual void on_event(uint32_t kind, uint64_t arg, Nanos now) = 0;
+};
+
+struct Event {
+  Nanos time = 0;
+  uint64_t seq = 0;
+  EventTarget* target = nullptr;
+  uint64_t arg = 0;
+  uint32_t kind = 0;
+};
+
+struct EventLoopCounters {
+  uint64_t scheduled = 0, executed = 0;
+  uint64_t rejected_full = 0;  // schedule_*() refused: the queue was at its bound
+  uint64_t rejected_past = 0;  // schedule_at() refused: the time was before now()
+  size_t max_pending = 0;      // high-water mark of the queue
+};
+
+class EventLoop {
+ public:
+  static constexpr size_t kDefaultMaxPending = size_t{1} << 16;
+
+  explicit EventLoop(uint64_t seed, size_t max_pending = kDefaultMaxPending);
+  EventLoop(const EventLoop&) = delete;
+  EventLoop& operator=(const EventLoop&) = delete;
+
+  Nanos now() const { return now_; }
+  uint64_t seed() const { return seed_; }
+  Rng& rng() { return rng_; }
+
+  // Schedules `target.on_event(kind, arg, time)`. Returns false, and counts it, when the queue is
+  // at its bound or `time` is in the past; the caller decides whether that is a drop or a bug.
+  [[nodiscard]] bool schedule_at(Nanos time, EventTarget& target, uint32_t kind, uint64_t arg = 0);
+  [[nodiscard]] bool schedule_after(Nanos delay, EventTarget& target, uint32_t kind,
+                                    uint64_t arg = 0) {
+    return schedule_at(delay >= kNever - now_ ? kNever : now_ + delay, target, kind, arg);
+  }
+
+  // Time of the earliest pending event; kNever if none.
+  Nanos next_time() const { return heap_.empty() ? kNever : heap_.front().time; }
+  size_t pending() const { return heap_.size(); }
+  size_t capacity() const { return max_pending_; }
+
+  // Runs the earliest event (advancing now() to its time). False if there was none.
+  bool step();
+  // Runs events due at or before `deadline`, at most `max_events` of them, then advances now() to
+  // `deadline` if every due event ran (and deadline != kNever). Returns the number run.
+  size_t run_until(Nanos deadline, size_t max_events = ~size_t{0});
+  // Moves the clock forward without running anything; only up to the next pending event.
+  // Returns false (and leaves the clock) if that would skip an event or go backwards.
+  bool advance_to(Nanos time);
+
+  // A running hash of every executed event's (time, kind, arg): equal hashes for two runs of the
+  // same seed are the determinism check. Pointers are left out (they differ between processes).
+  uint64_t trace_hash() const { return trace_hash_; }
+  // Lets other components fold their own observations (a packet's bytes, a completion) into the
+  // same trace.
+  void trace(uint64_t value);
+
+  const EventLoopCounters& counters() const { return counters_; }
+
+ private:
+  static bool later(const Event& a, const Event& b) {
+    return a.time != b.time ? a.time > b.time : a.seq > b.seq;
+  }
+  void sift_up(size_t i);
+  void sift_down(size_t i);
+  Event pop();
+
+  uint64_t seed_;
+  Rng rng_;
+  Nanos now_ = 0;
+  uint64_t next_seq_ = 0;
+  size_t max_pending_;
+  std::vector<Event> heap_;
+  uint64_t trace_hash_ = 0xcbf29ce484222325ull;
+  EventLoopCounters counters_;
+};
+
+}  // namespace uroce::fabric
