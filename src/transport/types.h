@@ -131,6 +131,9 @@ struct Completion {
   uint32_t wc_flags = 0;  // WcFlags
   uint16_t pkey_index = 0;
   uint8_t sl = 0;
+  // A receive completion of a message whose last packet had the BTH SE bit set: it wakes a CQ
+  // armed with solicited_only (IBA 11.4.2.2). Not part of ibv_wc.
+  bool solicited = false;
 };
 
 // ---- What the transport needs from the objects above it ---------------------------------------
