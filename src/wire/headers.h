@@ -14,8 +14,8 @@ struct Bth {
   uint8_t pad_count = 0;   // 0..3 bytes of payload padding
   uint8_t tver = 0;
   uint16_t pkey = 0xffff;
-  bool fecn = false;  // RoCEv2: bit 7 of the reserved byte after the P_Key
-  bool becn = false;  // RoCEv2: bit 6; set on CNPs
+  bool fecn = false;     // RoCEv2: bit 7 of the reserved byte after the P_Key
+  bool becn = false;     // RoCEv2: bit 6; set on CNPs
   uint32_t dest_qp = 0;  // 24 bits
   bool ack_req = false;
   Psn psn;
@@ -81,8 +81,8 @@ struct TransportHeaders {
   Aeth aeth;
   AtomicEth atomic;
   AtomicAckEth atomic_ack;
-  uint32_t imm = 0;         // ImmDt as it appears on the wire, read big-endian
-  uint32_t ieth_rkey = 0;   // IETH: the R_Key to invalidate
+  uint32_t imm = 0;        // ImmDt as it appears on the wire, read big-endian
+  uint32_t ieth_rkey = 0;  // IETH: the R_Key to invalidate
   Deth deth;
 };
 

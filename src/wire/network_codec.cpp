@@ -89,14 +89,19 @@ void set_ecn(std::span<uint8_t> ip, Ecn ecn) {
 namespace {
 
 constexpr std::array<uint8_t, 8> kLrhOnes = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
+constexpr std::array<uint8_t, 3> kZeros{};
 
-// Copies IP+UDP+BTH (the part with masked fields) into `buf`, masks it, and returns its length.
-// 40 + 8 + 12 bytes at most.
-uint32_t masked_prefix(std::span<const uint8_t> headers, std::array<uint8_t, 64>& buf) {
+// Starts the ICRC over `headers` (IP, UDP, BTH, then anything else that is covered as is). The
+// variant fields (IBA annex A17, RoCEv2 ICRC; IBA 7.8.1 for the InfiniBand original) are replaced
+// by ones in a copy: IPv4 TOS, TTL and header checksum; IPv6 traffic class, flow label and hop
+// limit; the UDP checksum; the BTH reserved byte that holds FECN and BECN. The 8 bytes of ones
+// stand in for the LRH that RoCEv2 does not have.
+uint32_t icrc_begin(std::span<const uint8_t> headers) {
   const bool v6 = (headers[0] >> 4) == 6;
   const uint32_t ip_len = v6 ? kIpv6Bytes : kIpv4Bytes;
   const uint32_t n = ip_len + kUdpBytes + kBthBytes;
   UROCE_CHECK(headers.size() >= n);
+  std::array<uint8_t, kIpv6Bytes + kUdpBytes + kBthBytes> buf;
   std::memcpy(buf.data(), headers.data(), n);
   uint8_t* p = buf.data();
   if (v6) {
@@ -104,31 +109,103 @@ uint32_t masked_prefix(std::span<const uint8_t> headers, std::array<uint8_t, 64>
     p[1] = p[2] = p[3] = 0xff;
     p[7] = 0xff;  // hop limit
   } else {
-    p[1] = 0xff;                  // TOS
-    p[8] = 0xff;                  // TTL
-    p[10] = p[11] = 0xff;         // header checksum
+    p[1] = 0xff;           // TOS
+    p[8] = 0xff;           // TTL
+    p[10] = p[11] = 0xff;  // header checksum
   }
   p[ip_len + 6] = p[ip_len + 7] = 0xff;  // UDP checksum
   p[ip_len + kUdpBytes + 4] = 0xff;      // BTH reserved byte (FECN/BECN live here)
-  return n;
+  uint32_t crc = crc32(0, kLrhOnes);
+  crc = crc32(crc, std::span<const uint8_t>(p, n));
+  return crc32(crc, headers.subspan(n));
+}
+
+// Writes the IP and UDP headers of a packet with `udp_len` bytes of UDP (header included).
+uint32_t write_ip_udp(const IpEndpoints& ep, size_t udp_len, std::span<uint8_t> out) {
+  uint32_t ip_len;
+  if (ep.ipv6) {
+    Ipv6 ip;
+    ip.dscp = ep.dscp;
+    ip.ecn = ep.ecn;
+    ip.flow_label = ep.flow_label;
+    ip.payload_length = static_cast<uint16_t>(udp_len);
+    std::copy_n(ep.src.begin(), 16, ip.src.begin());
+    std::copy_n(ep.dst.begin(), 16, ip.dst.begin());
+    ip_len = write_ipv6(ip, out);
+  } else {
+    // Identification 0 and DF: what a Linux UDP socket sends (docs/wire.md), so a receiver that
+    // sees only the UDP payload can rebuild this header exactly.
+    Ipv4 ip;
+    ip.dscp = ep.dscp;
+    ip.ecn = ep.ecn;
+    ip.total_length = static_cast<uint16_t>(kIpv4Bytes + udp_len);
+    ip.identification = 0;
+    ip.dont_fragment = true;
+    std::copy_n(ep.src.begin(), 4, ip.src.begin());
+    std::copy_n(ep.dst.begin(), 4, ip.dst.begin());
+    ip_len = write_ipv4(ip, out);
+  }
+  const Udp udp{ep.udp_src_port, kRoceV2Port, static_cast<uint16_t>(udp_len), 0};
+  return ip_len + write_udp(udp, out.subspan(ip_len));
+}
+
+// The largest UDP payload an IP packet can carry (the IPv4 total length is 16 bits).
+size_t max_udp_payload(bool ipv6) {
+  return 0xffff - kUdpBytes - (ipv6 ? 0 : kIpv4Bytes);
 }
 
 }  // namespace
 
 uint32_t compute_icrc(std::span<const uint8_t> headers, std::span<const uint8_t> payload,
                       uint8_t pad) {
-  std::array<uint8_t, 64> prefix;
-  const uint32_t n = masked_prefix(headers, prefix);
-  uint32_t crc = crc32(0, kLrhOnes);
-  crc = crc32(crc, std::span<const uint8_t>(prefix.data(), n));
-  crc = crc32(crc, headers.subspan(n));
-  crc = crc32(crc, payload);
-  static constexpr std::array<uint8_t, 3> kZeros{};
+  UROCE_CHECK(pad <= 3);
+  const uint32_t crc = crc32(icrc_begin(headers), payload);
   return crc32(crc, std::span<const uint8_t>(kZeros.data(), pad));
 }
 
 uint32_t compute_icrc(std::span<const uint8_t> ip_packet) {
   return compute_icrc(ip_packet, {}, 0);
+}
+
+uint32_t icrc_begin_udp(const IpEndpoints& ep, uint32_t udp_payload_bytes,
+                        std::span<const uint8_t> transport_headers) {
+  UROCE_CHECK(udp_payload_bytes <= max_udp_payload(ep.ipv6));
+  UROCE_CHECK(transport_headers.size() >= kBthBytes);
+  UROCE_CHECK(transport_headers.size() <= kMaxTransportHeaderBytes);
+  std::array<uint8_t, kIpv6Bytes + kUdpBytes + kMaxTransportHeaderBytes> buf;
+  const uint32_t n = write_ip_udp(ep, kUdpBytes + udp_payload_bytes, buf);
+  std::memcpy(buf.data() + n, transport_headers.data(), transport_headers.size());
+  return icrc_begin(std::span<const uint8_t>(buf.data(), n + transport_headers.size()));
+}
+
+ParseResult<TransportPacket> parse_udp_payload(const IpEndpoints& ep,
+                                               std::span<const uint8_t> bytes) {
+  if (bytes.size() < kBthBytes + kIcrcBytes) return Err(ParseError::kTruncated);
+  if (bytes.size() > max_udp_payload(ep.ipv6)) return Err(ParseError::kBadLength);
+  const size_t icrc_at = bytes.size() - kIcrcBytes;
+  uint32_t crc = icrc_begin_udp(ep, static_cast<uint32_t>(bytes.size()), bytes.first(kBthBytes));
+  crc = crc32(crc, bytes.subspan(kBthBytes, icrc_at - kBthBytes));
+  if (crc != load_icrc(&bytes[icrc_at])) return Err(ParseError::kBadIcrc);
+  return parse_transport(bytes.first(icrc_at));
+}
+
+uint32_t build_udp_payload(const IpEndpoints& ep, const TransportHeaders& hdr,
+                           std::span<const uint8_t> payload, std::span<uint8_t> out) {
+  const OpcodeInfo& info = opcode_info(hdr.bth.opcode);
+  UROCE_CHECK(info.valid());
+  const uint8_t pad = info.payload ? pad_for(static_cast<uint32_t>(payload.size())) : 0;
+  const size_t total = info.header_bytes + payload.size() + pad + kIcrcBytes;
+  if (out.size() < total || total > max_udp_payload(ep.ipv6)) return 0;
+  TransportHeaders h = hdr;
+  h.bth.pad_count = pad;
+  const uint32_t th = write_transport_headers(h, out);
+  uint8_t* body = out.data() + th;
+  if (!payload.empty()) std::memcpy(body, payload.data(), payload.size());
+  std::memset(body + payload.size(), 0, pad);
+  uint32_t crc = icrc_begin_udp(ep, static_cast<uint32_t>(total), out.first(th));
+  crc = crc32(crc, std::span<const uint8_t>(body, payload.size() + pad));
+  store_icrc(out.data() + total - kIcrcBytes, crc);
+  return static_cast<uint32_t>(total);
 }
 
 uint32_t build_ip_packet(const IpEndpoints& ep, const TransportHeaders& hdr,
@@ -139,39 +216,31 @@ uint32_t build_ip_packet(const IpEndpoints& ep, const TransportHeaders& hdr,
   const uint32_t ip_len = ep.ipv6 ? kIpv6Bytes : kIpv4Bytes;
   const size_t udp_len = kUdpBytes + info.header_bytes + payload.size() + pad + kIcrcBytes;
   const size_t total = ip_len + udp_len;
-  if (out.size() < total || total > 0xffff) return 0;
-  uint8_t* p = out.data();
-  if (ep.ipv6) {
-    Ipv6 ip;
-    ip.dscp = ep.dscp;
-    ip.ecn = ep.ecn;
-    ip.flow_label = ep.flow_label;
-    ip.payload_length = static_cast<uint16_t>(udp_len);
-    std::copy_n(ep.src.begin(), 16, ip.src.begin());
-    std::copy_n(ep.dst.begin(), 16, ip.dst.begin());
-    write_ipv6(ip, out);
-  } else {
-    Ipv4 ip;
-    ip.dscp = ep.dscp;
-    ip.ecn = ep.ecn;
-    ip.total_length = static_cast<uint16_t>(total);
-    std::copy_n(ep.src.begin(), 4, ip.src.begin());
-    std::copy_n(ep.dst.begin(), 4, ip.dst.begin());
-    write_ipv4(ip, out);
-  }
-  Udp udp{ep.udp_src_port, kRoceV2Port, static_cast<uint16_t>(udp_len), 0};
-  write_udp(udp, out.subspan(ip_len));
+  if (out.size() < total || udp_len - kUdpBytes > max_udp_payload(ep.ipv6)) return 0;
+  const uint32_t n = write_ip_udp(ep, udp_len, out);
   TransportHeaders h = hdr;
   h.bth.pad_count = pad;
-  const uint32_t th = write_transport_headers(h, out.subspan(ip_len + kUdpBytes));
-  uint8_t* body = p + ip_len + kUdpBytes + th;
+  const uint32_t th = write_transport_headers(h, out.subspan(n));
+  uint8_t* body = out.data() + n + th;
   if (!payload.empty()) std::memcpy(body, payload.data(), payload.size());
   std::memset(body + payload.size(), 0, pad);
   const size_t icrc_at = total - kIcrcBytes;
-  const uint32_t icrc = compute_icrc(std::span<const uint8_t>(p, icrc_at));
-  // The ICRC goes on the wire least significant byte first, like an Ethernet FCS.
-  for (int i = 0; i < 4; ++i) p[icrc_at + i] = static_cast<uint8_t>(icrc >> (8 * i));
+  store_icrc(out.data() + icrc_at, compute_icrc(out.first(icrc_at)));
   return static_cast<uint32_t>(total);
+}
+
+IpEndpoints endpoints_from_gids(const Gid& src, const Gid& dst, uint16_t udp_src_port) {
+  IpEndpoints ep;
+  ep.ipv6 = !(gid_is_ipv4(src) && gid_is_ipv4(dst));
+  if (ep.ipv6) {
+    ep.src = src;
+    ep.dst = dst;
+  } else {
+    std::copy_n(src.begin() + 12, 4, ep.src.begin());
+    std::copy_n(dst.begin() + 12, 4, ep.dst.begin());
+  }
+  ep.udp_src_port = udp_src_port;
+  return ep;
 }
 
 ParseResult<RocePacket> parse_ip_packet(std::span<const uint8_t> bytes) {
@@ -194,6 +263,9 @@ ParseResult<RocePacket> parse_ip_packet(std::span<const uint8_t> bytes) {
     std::copy_n(&bytes[12], 4, ip.src.begin());
     std::copy_n(&bytes[16], 4, ip.dst.begin());
     if (ip.protocol != 17) return Err(ParseError::kNotRoce);
+    // uroce never fragments (it sends with DF and sizes packets to the path MTU), and a
+    // fragment's UDP payload is not a whole RoCE packet: drop rather than reassemble.
+    if ((load_be16(&bytes[6]) & 0x3fff) != 0) return Err(ParseError::kNotRoce);
     ip_len = kIpv4Bytes;
     ip_total = ip.total_length;
     pkt.ipv4 = ip;
@@ -224,13 +296,15 @@ ParseResult<RocePacket> parse_ip_packet(std::span<const uint8_t> bytes) {
   if (pkt.udp.dst_port != kRoceV2Port) return Err(ParseError::kNotRoce);
   if (pkt.udp.length != ip_total - ip_len) return Err(ParseError::kBadLength);
   if (pkt.udp.length < kUdpBytes + kBthBytes + kIcrcBytes) return Err(ParseError::kTruncated);
+  // Trailing bytes past the IP length (Ethernet minimum-frame padding) are not part of it.
   const std::span<const uint8_t> whole = bytes.first(ip_total);
   const size_t icrc_at = ip_total - kIcrcBytes;
+  // Integrity first: a corrupted packet counts as a bad ICRC, whatever its headers now say.
+  pkt.icrc = load_icrc(&whole[icrc_at]);
+  if (compute_icrc(whole.first(icrc_at)) != pkt.icrc) return Err(ParseError::kBadIcrc);
   auto transport = parse_transport(whole.subspan(ip_len + kUdpBytes, icrc_at - ip_len - kUdpBytes));
   if (!transport) return Err(transport.error());
   pkt.transport = *transport;
-  for (int i = 0; i < 4; ++i) pkt.icrc |= uint32_t{whole[icrc_at + i]} << (8 * i);
-  if (compute_icrc(whole.first(icrc_at)) != pkt.icrc) return Err(ParseError::kBadIcrc);
   return pkt;
 }
 

@@ -162,7 +162,9 @@ constexpr std::array<OpcodeInfo, 256> build_table() {
 
 inline constexpr std::array<OpcodeInfo, 256> kOpcodeTable = detail::build_table();
 
-constexpr const OpcodeInfo& opcode_info(uint8_t opcode) { return kOpcodeTable[opcode]; }
+constexpr const OpcodeInfo& opcode_info(uint8_t opcode) {
+  return kOpcodeTable[opcode];
+}
 
 static_assert(kOpcodeTable[op::kRcWriteOnlyImm].header_bytes == 12 + 16 + 4);
 static_assert(kOpcodeTable[op::kRcAtomicAck].header_bytes == 12 + 4 + 8);

@@ -9,19 +9,20 @@
 #include <string_view>
 
 #include "common/result.h"
+#include "common/types.h"
 #include "wire/headers.h"
 #include "wire/opcode.h"
 
 namespace uroce::wire {
 
 enum class ParseError : uint8_t {
-  kTruncated,        // fewer bytes than the headers the opcode needs
-  kUnknownOpcode,    // not in the opcode table
-  kBadVersion,       // BTH TVer != 0, IP version mismatch
-  kBadPadCount,      // pad count larger than the payload, or pad on an opcode without payload
-  kBadLength,        // IP or UDP length fields disagree with the bytes present
-  kUnexpectedPayload,// payload on an opcode that carries none
-  kNotRoce,          // not UDP to port 4791 (or not IP)
+  kTruncated,          // fewer bytes than the headers the opcode needs
+  kUnknownOpcode,      // not in the opcode table
+  kBadVersion,         // BTH TVer != 0, IP version mismatch
+  kBadPadCount,        // pad count larger than the payload, or pad on an opcode without payload
+  kBadLength,          // IP or UDP length fields disagree with the bytes present
+  kUnexpectedPayload,  // payload on an opcode that carries none
+  kNotRoce,            // not UDP to port 4791 (or not IP)
   kBadIcrc,
 };
 std::string_view to_string(ParseError e);
@@ -45,7 +46,9 @@ ParseResult<TransportPacket> parse_transport(std::span<const uint8_t> bytes);
 uint32_t write_transport_headers(const TransportHeaders& hdr, std::span<uint8_t> out);
 inline constexpr uint32_t kMaxTransportHeaderBytes = 64;
 
-constexpr uint8_t pad_for(uint32_t payload_bytes) { return (4 - (payload_bytes & 3)) & 3; }
+constexpr uint8_t pad_for(uint32_t payload_bytes) {
+  return (4 - (payload_bytes & 3)) & 3;
+}
 
 // ---- Network and link headers -------------------------------------------------------------
 
@@ -84,8 +87,8 @@ struct Ethernet {
   std::optional<uint16_t> vlan_tci;  // 802.1Q: PCP(3) DEI(1) VID(12)
   uint16_t ethertype = 0x0800;
 };
-inline constexpr uint16_t kEthertypeIpv4 = 0x0800, kEthertypeIpv6 = 0x86dd,
-                          kEthertypeVlan = 0x8100, kEthertypeRoceV1 = 0x8915;
+inline constexpr uint16_t kEthertypeIpv4 = 0x0800, kEthertypeIpv6 = 0x86dd, kEthertypeVlan = 0x8100,
+                          kEthertypeRoceV1 = 0x8915;
 inline constexpr uint32_t kIpv4Bytes = 20, kIpv6Bytes = 40, kUdpBytes = 8, kEthBytes = 14,
                           kVlanBytes = 4;
 
@@ -145,5 +148,41 @@ struct IpEndpoints {
 };
 uint32_t build_ip_packet(const IpEndpoints& ep, const TransportHeaders& hdr,
                          std::span<const uint8_t> payload, std::span<uint8_t> out);
+
+// Endpoints between two GIDs: IPv4 when both are IPv4-mapped (::ffff:a.b.c.d), IPv6 otherwise.
+IpEndpoints endpoints_from_gids(const Gid& src, const Gid& dst, uint16_t udp_src_port);
+
+// ---- What a UDP socket sees -------------------------------------------------------------
+//
+// A UDP socket hands its user the UDP payload (BTH .. ICRC) and the addresses, not the IP and UDP
+// headers the ICRC covers. These rebuild those headers from `ep` the way the sender's kernel wrote
+// them: IPv4 with identification 0 and DF set (what Linux writes for a DF datagram from an
+// unconnected socket), IPv6 as is; fields the ICRC masks never matter. See docs/wire.md.
+// For a received packet, `ep.src` is the sender and `ep.dst` the receiver.
+
+// The running CRC-32 over the masked pseudo headers and `transport_headers` (BTH and extension
+// headers) of a packet whose UDP payload, ICRC included, is `udp_payload_bytes` long. Continue it
+// with wire::crc32() over each payload part and the pad bytes: the result is the ICRC.
+uint32_t icrc_begin_udp(const IpEndpoints& ep, uint32_t udp_payload_bytes,
+                        std::span<const uint8_t> transport_headers);
+// Checks the ICRC at the end of `udp_payload` and parses what precedes it.
+ParseResult<TransportPacket> parse_udp_payload(const IpEndpoints& ep,
+                                               std::span<const uint8_t> udp_payload);
+// Builds a UDP payload: transport headers, payload, pad, ICRC. Returns the bytes written, or 0 if
+// `out` is too small.
+uint32_t build_udp_payload(const IpEndpoints& ep, const TransportHeaders& hdr,
+                           std::span<const uint8_t> payload, std::span<uint8_t> out);
+
+// The ICRC is sent least significant byte first (like an Ethernet FCS).
+inline uint32_t load_icrc(const uint8_t* p) {
+  return uint32_t{p[0]} | uint32_t{p[1]} << 8 | uint32_t{p[2]} << 16 | uint32_t{p[3]} << 24;
+}
+inline void store_icrc(uint8_t* p, uint32_t icrc) {
+  for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(icrc >> (8 * i));
+}
+
+// A congestion notification packet (RoCEv2 annex A17.9.2) to `dest_qp`: BECN set, the other BTH
+// flags and the PSN zero; the 16 reserved bytes are written as zeros.
+TransportHeaders cnp_headers(uint32_t dest_qp, uint16_t pkey = 0xffff);
 
 }  // namespace uroce::wire

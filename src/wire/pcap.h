@@ -24,11 +24,16 @@ class PcapWriter {
   void write_frame(std::span<const uint8_t> frame, uint64_t time_ns);
   // Wraps an IPv4/IPv6 packet in an Ethernet header (zero MACs) first.
   void write_ip_packet(std::span<const uint8_t> ip_packet, uint64_t time_ns);
+  // Records that could not be written (disk full, ...): counted, never fatal.
+  uint64_t write_errors() const;
 
  private:
+  void close_locked();
+
   std::FILE* file_ = nullptr;
   uint32_t snaplen_ = 65535;
-  std::mutex mutex_;
+  uint64_t write_errors_ = 0;
+  mutable std::mutex mutex_;
 };
 
 }  // namespace uroce::wire

@@ -9,14 +9,22 @@ namespace uroce::wire {
 
 std::string_view to_string(ParseError e) {
   switch (e) {
-    case ParseError::kTruncated: return "truncated";
-    case ParseError::kUnknownOpcode: return "unknown opcode";
-    case ParseError::kBadVersion: return "bad version";
-    case ParseError::kBadPadCount: return "bad pad count";
-    case ParseError::kBadLength: return "bad length";
-    case ParseError::kUnexpectedPayload: return "unexpected payload";
-    case ParseError::kNotRoce: return "not RoCEv2";
-    case ParseError::kBadIcrc: return "bad ICRC";
+    case ParseError::kTruncated:
+      return "truncated";
+    case ParseError::kUnknownOpcode:
+      return "unknown opcode";
+    case ParseError::kBadVersion:
+      return "bad version";
+    case ParseError::kBadPadCount:
+      return "bad pad count";
+    case ParseError::kBadLength:
+      return "bad length";
+    case ParseError::kUnexpectedPayload:
+      return "unexpected payload";
+    case ParseError::kNotRoce:
+      return "not RoCEv2";
+    case ParseError::kBadIcrc:
+      return "bad ICRC";
   }
   return "?";
 }
@@ -92,8 +100,11 @@ ParseResult<TransportPacket> parse_transport(std::span<const uint8_t> bytes) {
   if (!info.payload) {
     if (h.bth.pad_count != 0) return Err(ParseError::kBadPadCount);
     if (rest != 0) return Err(ParseError::kUnexpectedPayload);
-  } else if (h.bth.pad_count > rest) {
-    return Err(ParseError::kBadPadCount);
+  } else {
+    // The pad makes the payload a whole number of 4-byte words (IBA 9.2.3): headers are words
+    // already, so what follows them must be too, and the pad cannot exceed it.
+    if (rest % 4 != 0) return Err(ParseError::kBadLength);
+    if (h.bth.pad_count > rest) return Err(ParseError::kBadPadCount);
   }
   pkt.payload = bytes.subspan(info.header_bytes, rest - h.bth.pad_count);
   return pkt;
@@ -134,6 +145,16 @@ uint32_t write_transport_headers(const TransportHeaders& h, std::span<uint8_t> o
   if (hs & kImmDt) store_be32(p + header_offset(hs, kImmDt), h.imm);
   if (hs & kIeth) store_be32(p + header_offset(hs, kIeth), h.ieth_rkey);
   return info.header_bytes;
+}
+
+TransportHeaders cnp_headers(uint32_t dest_qp, uint16_t pkey) {
+  TransportHeaders h;
+  h.bth.opcode = op::kCnp;
+  h.bth.mig_req = false;
+  h.bth.pkey = pkey;
+  h.bth.becn = true;
+  h.bth.dest_qp = dest_qp & 0xffffff;
+  return h;
 }
 
 }  // namespace uroce::wire
