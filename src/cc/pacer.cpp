@@ -1,44 +1,56 @@
 #include "cc/pacer.h"
 
 #include <algorithm>
-#include <cmath>
 
 namespace uroce::cc {
 
 void Pacer::set_rate(uint64_t rate_bps, uint32_t burst_bytes) {
   rate_bps_ = rate_bps;
   burst_bytes_ = burst_bytes;
-  tokens_bytes_ = std::min<double>(tokens_bytes_, burst_bytes_);
+  credit_ = std::min<__int128>(credit_, __int128{burst_bytes_} * kUnitsPerByte);
 }
 
-double Pacer::tokens_at(Nanos now) const {
-  if (rate_bps_ == kUnlimited) return burst_bytes_;
-  const double elapsed_s = now > last_update_ ? static_cast<double>(now - last_update_) * 1e-9 : 0;
-  return std::min<double>(burst_bytes_, tokens_bytes_ + elapsed_s * static_cast<double>(rate_bps_) / 8);
+void Pacer::set_rate_at(Nanos now, uint64_t rate_bps) {
+  if (rate_bps_ != kUnlimited && !fresh_) {
+    credit_ = credit_at(now);
+    last_update_ = std::max(last_update_, now);
+  }
+  set_rate(rate_bps, burst_bytes_);
+}
+
+__int128 Pacer::credit_at(Nanos now) const {
+  const __int128 full = __int128{burst_bytes_} * kUnitsPerByte;
+  if (rate_bps_ == kUnlimited || fresh_) return full;
+  // Time never runs backwards here: a `now` before the last send earns nothing.
+  const Nanos elapsed = now > last_update_ ? now - last_update_ : 0;
+  // elapsed < 2^64 and rate < 2^64, so the product fits in 128 bits.
+  return std::min(full, credit_ + __int128{elapsed} * rate_bps_);
+}
+
+double Pacer::credit_bytes(Nanos now) const {
+  return static_cast<double>(credit_at(now)) / static_cast<double>(kUnitsPerByte);
 }
 
 bool Pacer::may_send(Nanos now, uint32_t bytes, uint32_t in_flight) const {
+  (void)bytes;  // debt, not the packet size, gates sending (see the header)
   if (window_packets_ != 0 && in_flight >= window_packets_) return false;
-  if (rate_bps_ == kUnlimited) return true;
-  // A packet may go once the bucket is non-negative: it then goes into debt, which bounds the
-  // burst without rounding small rates down to zero.
-  (void)bytes;
-  return tokens_at(now) >= 0;
+  return credit_at(now) >= 0;
 }
 
 Nanos Pacer::next_send_time(Nanos now, uint32_t bytes) const {
   (void)bytes;
-  if (rate_bps_ == kUnlimited) return now;
-  const double tokens = tokens_at(now);
-  if (tokens >= 0) return now;
-  const double wait_s = -tokens * 8 / static_cast<double>(rate_bps_);
-  return now + static_cast<Nanos>(std::ceil(wait_s * 1e9));
+  const __int128 credit = credit_at(now);
+  if (credit >= 0) return now;
+  // Debt is at most one packet, so the wait fits easily in 64 bits of nanoseconds.
+  const __int128 wait = (-credit + rate_bps_ - 1) / rate_bps_;
+  return now + static_cast<Nanos>(wait);
 }
 
 void Pacer::on_sent(Nanos now, uint32_t bytes) {
   if (rate_bps_ == kUnlimited) return;
-  tokens_bytes_ = tokens_at(now) - bytes;
+  credit_ = credit_at(now) - __int128{bytes} * kUnitsPerByte;
   last_update_ = std::max(last_update_, now);
+  fresh_ = false;
 }
 
 }  // namespace uroce::cc
