@@ -1,0 +1,53 @@
+#pragma once
+// A link::Link over the simulated LossyNetwork, in virtual time: the same job as the UDP link (IP,
+// UDP and ICRC out; parse, check and count in) with the network standing in for the sockets. A
+// device on a SimLink can't tell it from a wire, except that time is the EventLoop's.
+#include <array>
+#include <cstdint>
+#include <memory>
+
+#include "common/result.h"
+#include "fabric/lossy_network.h"
+#include "link/link.h"
+
+namespace uroce::link {
+
+class SimLink final : public Link {
+ public:
+  // Largest IP packet it builds: an IPv6 header, UDP, 64 bytes of transport headers, a 4096-byte
+  // payload (the largest path MTU), pad and ICRC.
+  static constexpr uint32_t kMaxIpPacketBytes = 40 + 8 + 64 + 4096 + 3 + 4;
+
+  // Attaches to `network` at `local` (IPv4-mapped GID for IPv4, else IPv6). Fails with the
+  // network's errno (EEXIST, ENOSPC).
+  static Result<std::unique_ptr<SimLink>> create(fabric::LossyNetwork& network, const Gid& local);
+
+  Gid local_gid() const override { return local_; }
+  fabric::EndpointId endpoint() const { return endpoint_; }
+
+  // Builds the IP packet now and sends it at the network's current virtual time. A packet that
+  // can't be built (no destination, IPv4/IPv6 mismatch, too big, gather list inconsistent) or
+  // that the network refuses counts as a tx error.
+  void transmit(const wire::TxPacket& packet) override;
+  void flush() override {}
+  size_t poll(const RxHandler& handler, size_t budget) override;
+  const LinkCounters& counters() const override { return counters_; }
+  // Packets that failed the IPv4 header checksum (also counted in rx_drop_malformed).
+  uint64_t rx_drop_bad_ip_checksum() const { return rx_drop_bad_ip_checksum_; }
+
+ private:
+  SimLink(fabric::LossyNetwork& network, const Gid& local, fabric::EndpointId ep)
+      : network_(network), local_(local), endpoint_(ep) {}
+  // Writes IP/UDP/transport headers, payload, pad and ICRC into buf_; returns the length or 0.
+  uint32_t build(const wire::TxPacket& packet);
+  void receive_one(std::span<const uint8_t> bytes, const RxHandler& handler);
+
+  fabric::LossyNetwork& network_;
+  Gid local_;
+  fabric::EndpointId endpoint_;
+  LinkCounters counters_;
+  uint64_t rx_drop_bad_ip_checksum_ = 0;
+  std::array<uint8_t, kMaxIpPacketBytes> buf_{};
+};
+
+}  // namespace uroce::link
