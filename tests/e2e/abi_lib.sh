@@ -1,0 +1,50 @@
+# Shared helpers for the abi_* end-to-end scripts (sourced, not run).
+# Usage in a script: source abi_lib.sh "$1"   (the folder holding the drop-in libibverbs.so.1)
+
+ABI_LIB_DIR=${1:?usage: $0 <folder with libibverbs.so.1>}
+if [[ ! -e "$ABI_LIB_DIR/libibverbs.so.1" ]]; then
+  echo "FAIL: $ABI_LIB_DIR/libibverbs.so.1 not built" >&2
+  exit 1
+fi
+export LD_LIBRARY_PATH="$ABI_LIB_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# Binaries are BIND_NOW already; make it explicit so a missing symbol fails at start-up.
+export LD_BIND_NOW=1
+
+ABI_TMP=$(mktemp -d "${TMPDIR:-/tmp}/uroce-abi.XXXXXX")
+ABI_PIDS=()
+abi_cleanup() {
+  local pid
+  for pid in "${ABI_PIDS[@]}"; do kill -TERM "$pid" 2>/dev/null; done
+  for pid in "${ABI_PIDS[@]}"; do wait "$pid" 2>/dev/null; done
+  rm -rf "$ABI_TMP"
+}
+trap abi_cleanup EXIT
+
+abi_require() {
+  local tool
+  for tool in "$@"; do
+    if ! command -v "$tool" >/dev/null; then
+      echo "SKIP: $tool not installed (Debian package ibverbs-utils or perftest)"
+      exit 77
+    fi
+  done
+}
+
+abi_fail() {
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+# Fails if a tool's output holds an error line. Tools print errors in many forms; these are
+# the ones rdma-core's examples and perftest use.
+# An optional second argument is a regex of lines that are not errors (ibv_devinfo prints
+# "core clock not supported" as a capability, not a failure).
+abi_check_clean() {
+  local file=$1 benign=${2:-'^$^'}
+  if grep -Ev "$benign" "$file" |
+    grep -Eiq 'error|fail|couldn.t|unable|not supported|segmentation|abort'; then
+    echo "---- $file" >&2
+    cat "$file" >&2
+    abi_fail "error output in $(basename "$file")"
+  fi
+}
