@@ -1,0 +1,594 @@
+// UdpLink: RoCEv2 over UDP sockets, with sendmmsg/recvmmsg and UDP GSO/GRO batching.
+#include "link/udp_link.h"
+
+#include <arpa/inet.h>
+#include <linux/udp.h>
+#include <netinet/in.h>
+#include <netinet/ip.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "common/bytes.h"
+#include "common/check.h"
+#include "wire/crc32.h"
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+
+namespace uroce::link {
+
+namespace {
+
+constexpr uint32_t kPre = wire::kIpv6Bytes + wire::kUdpBytes;  // room for the pseudo IP/UDP
+constexpr uint32_t kMaxIovPerMsg = 1024;                       // UIO_MAXIOV
+constexpr uint32_t kIovPerPacket = wire::kMaxGather + 2;       // headers, payload, pad+ICRC
+constexpr uint32_t kRxBufferBytes = 65536;                     // a whole GRO blob fits
+constexpr int kEagainWaitMs = 1;
+constexpr int kEagainRetries = 4;
+
+// The IP and UDP headers the ICRC covers, as the receiver rebuilds them from what the socket
+// tells it (IBA A17.4.1.1 masks TOS/traffic class, TTL/hop limit, the IPv4 header checksum, the
+// flow label and the UDP checksum, so those need not match the real ones). Written so that they
+// end at `end`; returns where they start.
+uint8_t* write_pseudo_headers(uint8_t* end, bool v6, const uint8_t* src_ip, const uint8_t* dst_ip,
+                              uint16_t src_port, uint16_t dst_port, uint32_t udp_payload,
+                              uint16_t ip_id) {
+  const uint32_t udp_len = wire::kUdpBytes + udp_payload;
+  uint8_t* ip = end - wire::kUdpBytes - (v6 ? wire::kIpv6Bytes : wire::kIpv4Bytes);
+  if (v6) {
+    wire::Ipv6 h;
+    h.payload_length = static_cast<uint16_t>(udp_len);
+    std::memcpy(h.src.data(), src_ip, 16);
+    std::memcpy(h.dst.data(), dst_ip, 16);
+    wire::write_ipv6(h, {ip, wire::kIpv6Bytes});
+  } else {
+    // Sent with DF (IP_PMTUDISC_DO) from an unconnected socket, so Linux leaves the
+    // identification 0 (ip_select_ident_segs); GSO then numbers segments 0, 1, 2, ...
+    wire::Ipv4 h;
+    h.total_length = static_cast<uint16_t>(wire::kIpv4Bytes + udp_len);
+    h.identification = ip_id;
+    h.dont_fragment = true;
+    std::memcpy(h.src.data(), src_ip, 4);
+    std::memcpy(h.dst.data(), dst_ip, 4);
+    wire::write_ipv4(h, {ip, wire::kIpv4Bytes});
+  }
+  wire::write_udp({src_port, dst_port, static_cast<uint16_t>(udp_len), 0},
+                  {end - wire::kUdpBytes, wire::kUdpBytes});
+  return ip;
+}
+
+const uint8_t* ip_bytes(const sockaddr_storage& sa) {
+  if (sa.ss_family == AF_INET6)
+    return reinterpret_cast<const sockaddr_in6*>(&sa)->sin6_addr.s6_addr;
+  return reinterpret_cast<const uint8_t*>(&reinterpret_cast<const sockaddr_in*>(&sa)->sin_addr);
+}
+uint16_t port_of(const sockaddr_storage& sa) {
+  if (sa.ss_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(&sa)->sin6_port);
+  return ntohs(reinterpret_cast<const sockaddr_in*>(&sa)->sin_port);
+}
+
+Gid gid_of(const sockaddr_storage& sa) {
+  Gid g{};
+  if (sa.ss_family == AF_INET6) {
+    std::memcpy(g.data(), ip_bytes(sa), 16);
+  } else {
+    std::array<uint8_t, 4> a;
+    std::memcpy(a.data(), ip_bytes(sa), 4);
+    g = gid_from_ipv4(a);
+  }
+  return g;
+}
+
+// The change in an ICRC when the IPv4 identification goes from 0 to `id`, for a given number of
+// bytes after the identification field. CRC-32 is linear, so the change is the XOR of one basis
+// value per set bit, each computed once per length from CRCs over zeros (kept in a small cache).
+class GsoIdDelta {
+ public:
+  static constexpr int kBits = 6;  // ids below kMaxGsoSegments
+  const std::array<uint32_t, kBits>& basis(uint32_t bytes_after) {
+    for (const Entry& e : cache_)
+      if (e.bytes_after == bytes_after) return e.basis;
+    Entry& e = cache_[next_++ % cache_.size()];
+    e.bytes_after = bytes_after;
+    static const std::array<uint8_t, kRxBufferBytes> kZeros{};
+    const std::span<const uint8_t> zeros(kZeros.data(),
+                                         std::min<size_t>(bytes_after, kZeros.size()));
+    const std::array<uint8_t, 2> zero_id{};
+    const uint32_t base = wire::crc32(wire::crc32(0, zero_id), zeros);
+    for (int b = 0; b < kBits; ++b) {
+      std::array<uint8_t, 2> id;
+      store_be16(id.data(), static_cast<uint16_t>(1u << b));
+      e.basis[b] = wire::crc32(wire::crc32(0, id), zeros) ^ base;
+    }
+    return e.basis;
+  }
+
+ private:
+  struct Entry {
+    uint32_t bytes_after = ~0u;
+    std::array<uint32_t, kBits> basis{};
+  };
+  std::array<Entry, 4> cache_{};
+  uint32_t next_ = 0;
+};
+
+GsoIdDelta& gso_id_delta() {
+  thread_local GsoIdDelta d;
+  return d;
+}
+
+}  // namespace
+
+struct UdpLink::TxSlot {
+  // Pseudo IP + UDP (ending at kPre), then the transport headers: contiguous for the ICRC.
+  alignas(8) std::array<uint8_t, kPre + wire::kMaxTransportHeaderBytes> hdr{};
+  uint32_t th_len = 0;
+  std::array<std::span<const uint8_t>, wire::kMaxGather> payload{};
+  uint32_t parts = 0, payload_len = 0;
+  uint8_t pad = 0;
+  uint8_t tos = 0;  // DSCP << 2 | ECN
+  Gid dgid{};
+  std::array<uint8_t, 8> tail{};  // pad zeros, then the ICRC
+
+  uint32_t datagram_len() const { return th_len + payload_len + pad + wire::kIcrcBytes; }
+  uint32_t iov_count() const { return 2 + parts; }
+};
+
+struct UdpLink::RxBuffer {
+  std::vector<uint8_t> data;
+  sockaddr_storage from{};
+  alignas(cmsghdr) std::array<uint8_t, 128> control{};
+  size_t len = 0;
+  uint32_t gso_size = 0;  // GRO: every segment but the last has this size
+  bool ce = false;
+  bool truncated = false;
+};
+
+UdpLink::UdpLink(const UdpLinkOptions& options) : options_(options) {}
+
+UdpLink::~UdpLink() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Result<std::unique_ptr<UdpLink>, int> UdpLink::open(const UdpLinkOptions& options) {
+  if (options.tx_queue_packets == 0 || options.tx_queue_packets > 4096 || options.rx_batch == 0 ||
+      options.rx_batch > kMaxMmsg)
+    return Err(EINVAL);
+  std::unique_ptr<UdpLink> link(new UdpLink(options));
+  if (int err = link->setup(); err != 0) return Err(err);
+  return link;
+}
+
+int UdpLink::setup() {
+  sockaddr_in v4{};
+  sockaddr_in6 v6{};
+  if (inet_pton(AF_INET, options_.address.c_str(), &v4.sin_addr) == 1) {
+    if (v4.sin_addr.s_addr == htonl(INADDR_ANY)) return EINVAL;  // the ICRC needs our address
+    v4.sin_family = AF_INET;
+    v4.sin_port = htons(options_.port);
+    std::memcpy(&local_, &v4, sizeof v4);
+  } else if (inet_pton(AF_INET6, options_.address.c_str(), &v6.sin6_addr) == 1) {
+    if (IN6_IS_ADDR_UNSPECIFIED(&v6.sin6_addr) || IN6_IS_ADDR_V4MAPPED(&v6.sin6_addr))
+      return EINVAL;
+    v6.sin6_family = AF_INET6;
+    v6.sin6_port = htons(options_.port);
+    std::memcpy(&local_, &v6, sizeof v6);
+    ipv6_ = true;
+  } else {
+    return EINVAL;
+  }
+  gid_ = gid_of(local_);
+
+  fd_ = ::socket(ipv6_ ? AF_INET6 : AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd_ < 0) return errno;
+  const int one = 1;
+  const int buf = options_.socket_buffer_bytes;
+  // Big buffers absorb bursts of a whole window; forcing needs CAP_NET_ADMIN, else the sysctl
+  // limits (net.core.[rw]mem_max) apply.
+  if (::setsockopt(fd_, SOL_SOCKET, SO_SNDBUFFORCE, &buf, sizeof buf) != 0)
+    ::setsockopt(fd_, SOL_SOCKET, SO_SNDBUF, &buf, sizeof buf);
+  if (::setsockopt(fd_, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof buf) != 0)
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+  if (ipv6_) {
+    const int pmtu = IPV6_PMTUDISC_DO;
+    if (::setsockopt(fd_, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one) != 0 ||
+        ::setsockopt(fd_, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof pmtu) != 0 ||
+        ::setsockopt(fd_, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof one) != 0)
+      return errno;
+  } else {
+    // DF on every packet: RoCE never fragments, and with DF set Linux writes identification 0,
+    // which the receiver must know to rebuild the header the ICRC covers.
+    const int pmtu = IP_PMTUDISC_DO;
+    if (::setsockopt(fd_, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) != 0 ||
+        ::setsockopt(fd_, IPPROTO_IP, IP_RECVTOS, &one, sizeof one) != 0)
+      return errno;
+  }
+  if (::bind(fd_, reinterpret_cast<const sockaddr*>(&local_),
+             ipv6_ ? sizeof(sockaddr_in6) : sizeof(sockaddr_in)) != 0)
+    return errno;
+  // Probe GSO (Linux 4.18) with a zero segment size, which means "none" and changes nothing.
+  if (options_.gso) {
+    const int zero = 0;
+    gso_ = ::setsockopt(fd_, IPPROTO_UDP, UDP_SEGMENT, &zero, sizeof zero) == 0;
+  }
+  if (options_.gro) gro_ = ::setsockopt(fd_, IPPROTO_UDP, UDP_GRO, &one, sizeof one) == 0;
+
+  tx_.resize(options_.tx_queue_packets);
+  rx_.resize(options_.mmsg ? options_.rx_batch : 1);
+  for (RxBuffer& b : rx_) b.data.resize(gro_ ? kRxBufferBytes : kRxBufferBytes / 4);
+  return 0;
+}
+
+// ---- Transmit ------------------------------------------------------------------------------
+
+void UdpLink::transmit(const wire::TxPacket& p) {
+  if (p.dest == nullptr || p.header_len < wire::kBthBytes ||
+      p.header_len > wire::kMaxTransportHeaderBytes || p.payload_parts > wire::kMaxGather ||
+      p.pad > 3 || gid_is_ipv4(p.dest->dgid) == ipv6_) {
+    ++counters_.tx_errors;  // a caller bug or an address of the other family: never sent
+    return;
+  }
+  if (tx_count_ == tx_.size()) flush();
+  TxSlot& s = tx_[tx_count_];
+  std::memcpy(s.hdr.data() + kPre, p.header.data(), p.header_len);
+  s.th_len = p.header_len;
+  s.parts = p.payload_parts;
+  s.payload_len = 0;
+  for (uint32_t i = 0; i < p.payload_parts; ++i) {
+    s.payload[i] = p.payload[i];
+    s.payload_len += static_cast<uint32_t>(p.payload[i].size());
+  }
+  s.pad = p.pad;
+  if (s.datagram_len() > kMaxDatagramBytes) {
+    ++counters_.tx_errors;
+    return;
+  }
+  // Keep the DSCP the caller chose; the ECN bits are ours (RFC 3168: ECT(0) = 0b10).
+  const uint8_t ecn = options_.ecn && p.ect ? static_cast<uint8_t>(wire::Ecn::kEct0) : 0;
+  s.tos = static_cast<uint8_t>((p.dest->traffic_class & 0xfc) | ecn);
+  s.dgid = p.dest->dgid;
+  ++tx_count_;
+}
+
+// A run starting at slot k that one send carries: with GSO, following packets to the same peer
+// with the same TOS and size (UDP GSO cuts a send into gso_size pieces, all equal but the last,
+// which may be shorter), within the kernel's limits on segments, bytes and iovecs.
+size_t UdpLink::run_end(size_t k, size_t limit) const {
+  size_t j = k + 1;
+  if (!gso_) return j;
+  const TxSlot& lead = tx_[k];
+  uint32_t bytes = lead.datagram_len(), iovs = lead.iov_count();
+  while (j < limit && j - k < kMaxGsoSegments) {
+    const TxSlot& s = tx_[j];
+    if (s.dgid != lead.dgid || s.tos != lead.tos || s.datagram_len() > lead.datagram_len() ||
+        bytes + s.datagram_len() > kMaxDatagramBytes - wire::kIpv6Bytes ||
+        iovs + s.iov_count() > kMaxIovPerMsg)
+      break;
+    bytes += s.datagram_len();
+    iovs += s.iov_count();
+    ++j;
+    if (s.datagram_len() < lead.datagram_len()) break;
+  }
+  return j;
+}
+
+void UdpLink::flush() {
+  size_t i = 0;
+  while (i < tx_count_) {
+    // Up to kMaxMmsg messages (each a GSO run or a single packet) go in one sendmmsg.
+    size_t end = i;
+    for (size_t msgs = 0; end < tx_count_ && msgs < kMaxMmsg; ++msgs) end = run_end(end, tx_count_);
+    send_messages(i, end - i);
+    i = end;
+  }
+  tx_count_ = 0;
+}
+
+// Builds the messages for slots [first, first + count) (at most kMaxMmsg runs) and sends them.
+void UdpLink::send_messages(size_t first, size_t count) {
+  std::array<mmsghdr, kMaxMmsg> msgs{};
+  std::array<sockaddr_storage, kMaxMmsg> names{};
+  struct alignas(cmsghdr) Control {
+    std::array<uint8_t, CMSG_SPACE(sizeof(uint16_t)) + CMSG_SPACE(sizeof(int))> bytes;
+  };
+  std::array<Control, kMaxMmsg> controls{};
+  std::array<uint32_t, kMaxMmsg> segs_of{};
+  std::array<uint32_t, kMaxMmsg> bytes_of{};
+  static thread_local std::vector<iovec> iovs;
+  iovs.resize(count * kIovPerPacket);
+  size_t iov_used = 0;
+  const uint8_t* src_ip = ip_bytes(local_);
+
+  size_t n = 0;
+  for (size_t k = first; k < first + count;) {
+    const TxSlot& lead = tx_[k];
+    const size_t j = run_end(k, first + count);  // the same runs flush() counted
+    const uint32_t segs = static_cast<uint32_t>(j - k);
+    UROCE_CHECK(n < kMaxMmsg);
+
+    sockaddr_storage& to = names[n];
+    socklen_t to_len;
+    if (ipv6_) {
+      auto* a = reinterpret_cast<sockaddr_in6*>(&to);
+      a->sin6_family = AF_INET6;
+      a->sin6_port = htons(wire::kRoceV2Port);
+      std::memcpy(a->sin6_addr.s6_addr, lead.dgid.data(), 16);
+      to_len = sizeof(sockaddr_in6);
+    } else {
+      auto* a = reinterpret_cast<sockaddr_in*>(&to);
+      a->sin_family = AF_INET;
+      a->sin_port = htons(wire::kRoceV2Port);
+      std::memcpy(&a->sin_addr, lead.dgid.data() + 12, 4);
+      to_len = sizeof(sockaddr_in);
+    }
+    const uint8_t* dst_ip = ip_bytes(to);
+
+    iovec* iov0 = &iovs[iov_used];
+    uint32_t msg_bytes = 0;
+    for (uint32_t seg = 0; seg < segs; ++seg) {
+      TxSlot& s = tx_[k + seg];
+      const uint32_t len = s.datagram_len();
+      // The ICRC covers the IP header as the kernel will write it: identification 0, or the
+      // segment's number when GSO splits the send (IPv4 only; IPv6 has no identification).
+      const uint16_t ip_id = segs > 1 ? static_cast<uint16_t>(seg) : 0;
+      uint8_t* th = s.hdr.data() + kPre;
+      const uint8_t* start = write_pseudo_headers(th, ipv6_, src_ip, dst_ip, options_.port,
+                                                  wire::kRoceV2Port, len, ip_id);
+      const std::span<const uint8_t> headers(start, static_cast<size_t>(th - start) + s.th_len);
+      uint32_t crc = wire::compute_icrc(headers, {}, 0);
+      for (uint32_t p = 0; p < s.parts; ++p) crc = wire::crc32(crc, s.payload[p]);
+      std::memset(s.tail.data(), 0, s.pad);
+      crc = wire::crc32(crc, std::span<const uint8_t>(s.tail.data(), s.pad));
+      // The ICRC goes on the wire least significant byte first (IBA A17.4.1, like the FCS).
+      for (int b = 0; b < 4; ++b) s.tail[s.pad + b] = static_cast<uint8_t>(crc >> (8 * b));
+
+      iovs[iov_used++] = {th, s.th_len};
+      for (uint32_t p = 0; p < s.parts; ++p)
+        if (!s.payload[p].empty())
+          iovs[iov_used++] = {const_cast<uint8_t*>(s.payload[p].data()), s.payload[p].size()};
+      iovs[iov_used++] = {s.tail.data(), s.pad + wire::kIcrcBytes};
+      msg_bytes += len;
+    }
+
+    msghdr& m = msgs[n].msg_hdr;
+    m.msg_name = &to;
+    m.msg_namelen = to_len;
+    m.msg_iov = iov0;
+    m.msg_iovlen = static_cast<size_t>(&iovs[iov_used] - iov0);
+    m.msg_control = controls[n].bytes.data();
+    m.msg_controllen = sizeof controls[n].bytes;
+    cmsghdr* c = CMSG_FIRSTHDR(&m);
+    c->cmsg_level = ipv6_ ? IPPROTO_IPV6 : IPPROTO_IP;
+    c->cmsg_type = ipv6_ ? IPV6_TCLASS : IP_TOS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    const int tos = lead.tos;
+    std::memcpy(CMSG_DATA(c), &tos, sizeof tos);
+    size_t control_len = CMSG_SPACE(sizeof(int));
+    if (segs > 1) {
+      c = CMSG_NXTHDR(&m, c);
+      c->cmsg_level = IPPROTO_UDP;
+      c->cmsg_type = UDP_SEGMENT;
+      c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+      const uint16_t gso_size = static_cast<uint16_t>(lead.datagram_len());
+      std::memcpy(CMSG_DATA(c), &gso_size, sizeof gso_size);
+      control_len += CMSG_SPACE(sizeof(uint16_t));
+    }
+    m.msg_controllen = control_len;
+    segs_of[n] = segs;
+    bytes_of[n] = msg_bytes;
+    ++n;
+    k = j;
+  }
+
+  size_t done = 0;
+  while (done < n) {
+    const size_t sent = send_batch(&msgs[done], n - done);
+    for (size_t m = done; m < done + sent; ++m) {
+      counters_.tx_packets += segs_of[m];
+      counters_.tx_bytes += bytes_of[m];
+      if (segs_of[m] > 1) ++stats_.tx_gso_sends;
+    }
+    done += sent;
+    if (done < n) {
+      // The message at `done` failed for good: the transport's retransmission recovers it.
+      counters_.tx_errors += segs_of[done];
+      ++done;
+    }
+  }
+}
+
+// Sends messages until one fails; returns how many went. EAGAIN (a full socket buffer) waits
+// briefly for room, a bounded number of times, rather than dropping at once.
+size_t UdpLink::send_batch(mmsghdr* msgs, size_t count) {
+  size_t sent = 0;
+  int waits = 0;
+  while (sent < count) {
+    int r;
+    ++stats_.tx_syscalls;
+    if (options_.mmsg) {
+      r = ::sendmmsg(fd_, msgs + sent, static_cast<unsigned>(count - sent), 0);
+    } else {
+      r = ::sendmsg(fd_, &msgs[sent].msg_hdr, 0) >= 0 ? 1 : -1;
+    }
+    if (r > 0) {
+      sent += static_cast<size_t>(r);
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0 && (errno == EAGAIN || errno == ENOBUFS) && waits < kEagainRetries) {
+      ++waits;
+      ++stats_.tx_eagain_waits;
+      pollfd pfd{fd_, POLLOUT, 0};
+      ::poll(&pfd, 1, kEagainWaitMs);
+      continue;
+    }
+    // EIO from a GSO send means the route cannot offload the checksum: stop using GSO.
+    if (r < 0 && errno == EIO && gso_) gso_ = false;
+    break;
+  }
+  return sent;
+}
+
+// ---- Receive -------------------------------------------------------------------------------
+
+size_t UdpLink::poll(const RxHandler& handler, size_t budget) {
+  size_t taken = 0;
+  while (taken < budget) {
+    if (rx_next_ == rx_filled_) {
+      rx_next_ = rx_filled_ = 0;
+      rx_next_offset_ = 0;
+      const size_t want = std::min(rx_.size(), budget - taken);
+      std::array<mmsghdr, kMaxMmsg> msgs{};
+      std::array<iovec, kMaxMmsg> iov{};
+      for (size_t i = 0; i < want; ++i) {
+        RxBuffer& b = rx_[i];
+        iov[i] = {b.data.data(), b.data.size()};
+        msghdr& m = msgs[i].msg_hdr;
+        m.msg_name = &b.from;
+        m.msg_namelen = sizeof b.from;
+        m.msg_iov = &iov[i];
+        m.msg_iovlen = 1;
+        m.msg_control = b.control.data();
+        m.msg_controllen = b.control.size();
+      }
+      int r;
+      ++stats_.rx_syscalls;
+      if (options_.mmsg) {
+        r = ::recvmmsg(fd_, msgs.data(), static_cast<unsigned>(want), MSG_DONTWAIT, nullptr);
+      } else {
+        const ssize_t got = ::recvmsg(fd_, &msgs[0].msg_hdr, MSG_DONTWAIT);
+        if (got >= 0) msgs[0].msg_len = static_cast<unsigned>(got);
+        r = got >= 0 ? 1 : -1;
+      }
+      if (r <= 0) break;  // EAGAIN: nothing more now (other errors: try again next poll)
+      for (int i = 0; i < r; ++i) {
+        RxBuffer& b = rx_[i];
+        const msghdr& m = msgs[i].msg_hdr;
+        b.len = msgs[i].msg_len;
+        b.truncated = (m.msg_flags & MSG_TRUNC) != 0;
+        b.gso_size = 0;
+        b.ce = false;
+        for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr;
+             c = CMSG_NXTHDR(const_cast<msghdr*>(&m), c)) {
+          int v = 0;
+          if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
+            v = *CMSG_DATA(c);  // IP_RECVTOS delivers one byte
+            b.ce = (v & 3) == static_cast<int>(wire::Ecn::kCe);
+          } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) {
+            std::memcpy(&v, CMSG_DATA(c), sizeof v);
+            b.ce = (v & 3) == static_cast<int>(wire::Ecn::kCe);
+          } else if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO) {
+            std::memcpy(&v, CMSG_DATA(c), sizeof v);
+            b.gso_size = static_cast<uint32_t>(v);
+          }
+        }
+      }
+      rx_filled_ = static_cast<size_t>(r);
+    }
+    taken += deliver(handler, budget - taken);
+  }
+  return taken;
+}
+
+// Hands out segments of the buffered datagrams, at most `budget`; a GRO blob may be left half
+// delivered for the next poll.
+size_t UdpLink::deliver(const RxHandler& handler, size_t budget) {
+  size_t n = 0;
+  while (n < budget && rx_next_ < rx_filled_) {
+    RxBuffer& b = rx_[rx_next_];
+    if (b.truncated) {
+      // Bigger than any RoCE packet we could have sent (or a blob beyond our buffer).
+      ++counters_.rx_drop_malformed;
+      ++n;
+      ++rx_next_;
+      continue;
+    }
+    if (b.gso_size != 0 && rx_next_offset_ == 0 && b.len > b.gso_size) ++stats_.rx_gro_blobs;
+    const size_t seg = b.gso_size != 0 ? std::min<size_t>(b.gso_size, b.len - rx_next_offset_)
+                                       : b.len - rx_next_offset_;
+    handle_datagram(handler, b.data.data() + rx_next_offset_, seg, b.from, b.ce);
+    ++n;
+    rx_next_offset_ += seg;
+    if (rx_next_offset_ >= b.len || seg == 0) {
+      ++rx_next_;
+      rx_next_offset_ = 0;
+    }
+  }
+  return n;
+}
+
+bool UdpLink::icrc_ok(const uint8_t* data, size_t len, const sockaddr_storage& from) {
+  // Rebuild IP + UDP as the sender's kernel wrote them, then the BTH, contiguous for
+  // compute_icrc; the rest of the datagram is the "payload" part of the computation.
+  std::array<uint8_t, kPre + wire::kBthBytes> prefix;
+  uint8_t* bth = prefix.data() + kPre;
+  std::memcpy(bth, data, wire::kBthBytes);
+  const uint32_t ulen = static_cast<uint32_t>(len);
+  const uint8_t* start = write_pseudo_headers(bth, ipv6_, ip_bytes(from), ip_bytes(local_),
+                                              port_of(from), options_.port, ulen, 0);
+  const std::span<const uint8_t> headers(start, static_cast<size_t>(bth - start) + wire::kBthBytes);
+  const std::span<const uint8_t> rest(data + wire::kBthBytes,
+                                      len - wire::kBthBytes - wire::kIcrcBytes);
+  const uint32_t computed = wire::compute_icrc(headers, rest, 0);
+  const uint32_t received = uint32_t{data[len - 4]} | uint32_t{data[len - 3]} << 8 |
+                            uint32_t{data[len - 2]} << 16 | uint32_t{data[len - 1]} << 24;
+  if (computed == received) return true;
+  if (ipv6_) return false;
+  // A GSO segment carries identification k (its number in the send). The receiver cannot see
+  // it, so accept any k < kMaxGsoSegments: the ICRC then guards 26 bits instead of 32.
+  const uint32_t diff = computed ^ received;
+  // Bytes after the identification field: the rest of IPv4 (14), UDP, the datagram sans ICRC.
+  const auto& basis = gso_id_delta().basis(14 + wire::kUdpBytes + ulen - wire::kIcrcBytes);
+  for (uint32_t id = 1; id < kMaxGsoSegments; ++id) {
+    uint32_t d = 0;
+    for (int bit = 0; bit < GsoIdDelta::kBits; ++bit)
+      if (id & (1u << bit)) d ^= basis[bit];
+    if (d == diff) {
+      ++stats_.rx_icrc_gso_id;
+      return true;
+    }
+  }
+  return false;
+}
+
+void UdpLink::handle_datagram(const RxHandler& handler, const uint8_t* data, size_t len,
+                              const sockaddr_storage& from, bool ce) {
+  if (len < wire::kBthBytes + wire::kIcrcBytes) {
+    ++counters_.rx_drop_malformed;
+    return;
+  }
+  if (!icrc_ok(data, len, from)) {
+    ++counters_.rx_drop_bad_icrc;
+    return;
+  }
+  auto parsed = wire::parse_transport({data, len - wire::kIcrcBytes});
+  if (!parsed) {
+    if (parsed.error() == wire::ParseError::kNotRoce)
+      ++counters_.rx_drop_not_roce;
+    else
+      ++counters_.rx_drop_malformed;
+    return;
+  }
+  ++counters_.rx_packets;
+  counters_.rx_bytes += len;
+  if (ce) ++counters_.rx_ce_marked;
+  wire::RxPacket rx;
+  rx.hdr = &parsed->hdr;
+  rx.payload = parsed->payload;
+  rx.sgid = gid_of(from);
+  rx.dgid = gid_;
+  rx.udp_src_port = port_of(from);
+  rx.ce = ce;
+  handler(rx);
+}
+
+}  // namespace uroce::link

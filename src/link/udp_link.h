@@ -1,0 +1,114 @@
+#pragma once
+// link::Link over real UDP sockets: RoCEv2 in real time, between processes or hosts.
+//
+// One link is one unconnected UDP socket bound to one specific IPv4 or IPv6 address on port 4791
+// (IBA annex A17.2: RoCEv2 packets go to UDP destination port 4791). The link's GID is that
+// address (IPv4-mapped for IPv4). Several links on one host use different addresses (127.0.0.1,
+// 127.0.0.2, ...) or network namespaces.
+//
+// Sending: transmit() queues a packet; flush() sends everything queued with sendmmsg, folding runs
+// of equal-size packets to one destination into single UDP GSO sends (UDP_SEGMENT). The payload is
+// gathered straight from the caller's memory at flush() time (no copy in user space), so the
+// memory a TxPacket points to must stay valid until the next flush(); the queue flushes itself
+// when full. Every packet leaves with source port 4791: an unconnected socket cannot choose a
+// source port per packet, so AddressVector::udp_src_port (ECMP entropy) is not honoured.
+//
+// Receiving: poll() reads with recvmmsg (and UDP GRO, split by the gso_size control message),
+// rebuilds the IP and UDP headers the kernel stripped, checks the ICRC over them (IBA A17.4.1),
+// parses the transport headers, and hands each valid packet to the handler. Anything else is
+// dropped and counted. poll() never blocks; wait_fd() is the socket, for blocking waits.
+//
+// Threading: one thread at a time (the progress engine's). See docs/udp-link.md.
+#include <sys/socket.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "link/link.h"
+#include "wire/packet.h"
+
+namespace uroce::link {
+
+struct UdpLinkOptions {
+  std::string address;                // a specific IPv4 or IPv6 address (not a wildcard)
+  uint16_t port = wire::kRoceV2Port;  // others only for experiments: peers always send to 4791
+  bool mmsg = true;                   // sendmmsg/recvmmsg; false: one datagram per system call
+  bool gso = true;                    // UDP_SEGMENT for runs of equal-size packets to one peer
+  bool gro = true;                    // UDP_GRO on receive
+  bool ecn = true;                    // send ECT(0) when the TxPacket asks for it; false: Not-ECT
+  uint32_t tx_queue_packets = 256;    // transmit() flushes when this many are queued
+  uint32_t rx_batch = 32;             // datagrams (or GRO blobs) per recvmmsg
+  int socket_buffer_bytes = 8 << 20;  // SO_SNDBUF and SO_RCVBUF (forced when privileged)
+};
+
+// Counters beyond LinkCounters, for tuning and tests.
+struct UdpLinkStats {
+  uint64_t tx_syscalls = 0, tx_gso_sends = 0, tx_eagain_waits = 0;
+  uint64_t rx_syscalls = 0, rx_gro_blobs = 0;
+  uint64_t rx_icrc_gso_id = 0;  // IPv4 ICRCs that matched a GSO segment's IP ID (see .cpp)
+};
+
+class UdpLink final : public Link {
+ public:
+  // Opens and binds the socket. Errors are errno values (EINVAL for a bad or wildcard address,
+  // EADDRINUSE, EADDRNOTAVAIL, ...).
+  static Result<std::unique_ptr<UdpLink>, int> open(const UdpLinkOptions& options);
+  ~UdpLink() override;
+  UdpLink(const UdpLink&) = delete;
+  UdpLink& operator=(const UdpLink&) = delete;
+
+  Gid local_gid() const override { return gid_; }
+  void transmit(const wire::TxPacket& packet) override;
+  void flush() override;
+  size_t poll(const RxHandler& handler, size_t budget) override;
+  int wait_fd() const override { return fd_; }
+  const LinkCounters& counters() const override { return counters_; }
+
+  const UdpLinkStats& stats() const { return stats_; }
+  const UdpLinkOptions& options() const { return options_; }
+  bool ipv6() const { return ipv6_; }
+  // Whether GSO/GRO are in use: asked for, and accepted by the kernel.
+  bool gso_active() const { return gso_; }
+  bool gro_active() const { return gro_; }
+
+  static constexpr uint32_t kMaxGsoSegments = 64;  // UDP_MAX_SEGMENTS is 64 on older kernels
+  static constexpr uint32_t kMaxDatagramBytes = 65507;
+  static constexpr uint32_t kMaxMmsg = 64;  // messages per sendmmsg/recvmmsg
+
+ private:
+  struct TxSlot;
+  struct RxBuffer;
+  explicit UdpLink(const UdpLinkOptions& options);
+  int setup();
+  size_t run_end(size_t k, size_t limit) const;
+  void send_messages(size_t first_slot, size_t slots);
+  size_t send_batch(struct mmsghdr* msgs, size_t count);
+  size_t deliver(const RxHandler& handler, size_t budget);
+  void handle_datagram(const RxHandler& handler, const uint8_t* data, size_t len,
+                       const sockaddr_storage& from, bool ce);
+  bool icrc_ok(const uint8_t* data, size_t len, const sockaddr_storage& from);
+
+  UdpLinkOptions options_;
+  int fd_ = -1;
+  bool ipv6_ = false;
+  bool gso_ = false, gro_ = false;
+  Gid gid_{};
+  sockaddr_storage local_{};
+
+  std::vector<TxSlot> tx_;
+  size_t tx_count_ = 0;
+
+  std::vector<RxBuffer> rx_;
+  size_t rx_filled_ = 0;       // datagrams from the last recvmmsg
+  size_t rx_next_ = 0;         // the next one to deliver
+  size_t rx_next_offset_ = 0;  // within a GRO blob, the next segment's offset
+
+  LinkCounters counters_;
+  UdpLinkStats stats_;
+};
+
+}  // namespace uroce::link
