@@ -193,6 +193,7 @@ uint32_t build_udp_payload(const IpEndpoints& ep, const TransportHeaders& hdr,
                            std::span<const uint8_t> payload, std::span<uint8_t> out) {
   const OpcodeInfo& info = opcode_info(hdr.bth.opcode);
   UROCE_CHECK(info.valid());
+  if (!info.payload && !payload.empty()) return 0;
   const uint8_t pad = info.payload ? pad_for(static_cast<uint32_t>(payload.size())) : 0;
   const size_t total = info.header_bytes + payload.size() + pad + kIcrcBytes;
   if (out.size() < total || total > max_udp_payload(ep.ipv6)) return 0;
@@ -212,6 +213,7 @@ uint32_t build_ip_packet(const IpEndpoints& ep, const TransportHeaders& hdr,
                          std::span<const uint8_t> payload, std::span<uint8_t> out) {
   const OpcodeInfo& info = opcode_info(hdr.bth.opcode);
   UROCE_CHECK(info.valid());
+  if (!info.payload && !payload.empty()) return 0;
   const uint8_t pad = info.payload ? pad_for(static_cast<uint32_t>(payload.size())) : 0;
   const uint32_t ip_len = ep.ipv6 ? kIpv6Bytes : kIpv4Bytes;
   const size_t udp_len = kUdpBytes + info.header_bytes + payload.size() + pad + kIcrcBytes;

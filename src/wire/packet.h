@@ -136,7 +136,8 @@ uint32_t compute_icrc(std::span<const uint8_t> headers, std::span<const uint8_t>
                       uint8_t pad);
 
 // Builds a complete IP packet: IP header, UDP, transport headers, payload, pad, ICRC. Returns the
-// bytes written, or 0 if `out` is too small.
+// bytes written, or 0 if `out` is too small, the packet too big for IP, or `payload` not empty
+// on an opcode that carries none.
 struct IpEndpoints {
   bool ipv6 = false;
   std::array<uint8_t, 16> src{};  // IPv4 uses the first 4 bytes
@@ -168,8 +169,8 @@ uint32_t icrc_begin_udp(const IpEndpoints& ep, uint32_t udp_payload_bytes,
 // Checks the ICRC at the end of `udp_payload` and parses what precedes it.
 ParseResult<TransportPacket> parse_udp_payload(const IpEndpoints& ep,
                                                std::span<const uint8_t> udp_payload);
-// Builds a UDP payload: transport headers, payload, pad, ICRC. Returns the bytes written, or 0 if
-// `out` is too small.
+// Builds a UDP payload: transport headers, payload, pad, ICRC. Returns the bytes written, or 0 as
+// build_ip_packet() does.
 uint32_t build_udp_payload(const IpEndpoints& ep, const TransportHeaders& hdr,
                            std::span<const uint8_t> payload, std::span<uint8_t> out);
 
