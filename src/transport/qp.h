@@ -46,6 +46,8 @@ struct QpConfig {
   uint16_t pkey = 0xffff;
   AddressVector path;              // RC/UC primary path
   bool sq_sig_all = false;
+  // Cap on the requester's unacknowledged PSNs (RC); always kept below 2^23 (IBA 9.7.1).
+  uint32_t max_psn_window = 4096;
 };
 
 struct QpCounters {
@@ -57,6 +59,7 @@ struct QpCounters {
   uint64_t duplicate_requests = 0, out_of_sequence = 0;
   uint64_t rx_dropped = 0;  // packets the QP discarded (wrong state, bad header, ...)
   uint64_t ce_marked = 0, cnps_sent = 0, cnps_received = 0;
+  uint64_t responses_dropped = 0;  // responder responses lost to a full queue or a failed key
 };
 
 // A shared receive queue (or a QP's own RQ): bounded, FIFO.

@@ -1,0 +1,284 @@
+// Completer: responses -> completions, retransmission and the requester's timers.
+#include "transport/completer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "transport/timers.h"
+
+namespace uroce::transport {
+
+void Completer::reset() {
+  retry_left_ = ctx_.config.retry_cnt;
+  rnr_retry_left_ = ctx_.config.rnr_retry;
+  ack_deadline_ = kNever;
+  rnr_waiting_ = false;
+  retried_at_una_ = false;
+  ctx_.rnr_hold_until = 0;
+}
+
+void Completer::on_sent(Nanos now) {
+  if (ctx_.type != QpType::kRc || ack_deadline_ != kNever) return;
+  ack_deadline_ = add_saturating(now, ack_timeout_ns(ctx_.config.timeout));
+}
+
+Nanos Completer::deadline() const {
+  return std::min(ack_deadline_, rnr_waiting_ ? ctx_.rnr_hold_until : kNever);
+}
+
+void Completer::on_timer(Nanos now) {
+  if (rnr_waiting_ && now >= ctx_.rnr_hold_until) {
+    rnr_waiting_ = false;
+    ctx_.rnr_hold_until = 0;
+  }
+  if (ack_deadline_ > now) return;
+  ack_deadline_ = kNever;
+  if (ctx_.max_psn == ctx_.una) return;
+  // IBA 9.7.6.1.3: no response within the local ACK timeout -> resend from the oldest
+  // unacknowledged PSN, charged to the retry counter.
+  ++ctx_.counters.local_ack_timeouts;
+  retry(now);
+}
+
+void Completer::retry(Nanos now) {
+  (void)now;
+  if (retry_left_ == 0) {
+    // C9-140: retries exhausted -> the WQE fails with RETRY_EXC_ERR and the QP enters ERR.
+    if (SendWqe* w = find(ctx_.una)) fail(*w, WcStatus::kRetryExcErr);
+    return;
+  }
+  --retry_left_;
+  retried_at_una_ = true;
+  ack_deadline_ = kNever;  // re-armed by the retransmission
+  requester_.rewind(ctx_.una);
+}
+
+SendWqe* Completer::find(Psn psn) {
+  for (uint64_t pos = ctx_.sq.head(); pos < ctx_.sq.tail(); ++pos) {
+    SendWqe& w = ctx_.sq.at(pos);
+    if (w.state == WqeState::kPosted) break;
+    if (w.state != WqeState::kDone && w.contains(psn)) return &w;
+  }
+  return nullptr;
+}
+
+void Completer::fail(SendWqe& w, WcStatus status) {
+  w.state = WqeState::kDone;
+  w.status = status;
+  ack_deadline_ = kNever;
+}
+
+Completer::Advance Completer::acknowledge_through(Psn psn, Nanos now) {
+  const Psn before = ctx_.una;
+  Advance result = Advance::kOk;
+  for (uint64_t pos = ctx_.sq.head(); pos < ctx_.sq.tail(); ++pos) {
+    SendWqe& w = ctx_.sq.at(pos);
+    if (w.state == WqeState::kPosted || w.state == WqeState::kDone) break;
+    if (w.first_psn.after(psn)) break;
+    if (w.is_rd_atomic()) {
+      result = Advance::kImpliedNak;
+      break;
+    }
+    if (w.last_psn().after(psn)) {
+      if (ctx_.una.before(psn + 1)) ctx_.una = psn + 1;  // part of a long message
+      break;
+    }
+    w.state = WqeState::kDone;
+    ctx_.una = w.last_psn() + 1;
+  }
+  if (ctx_.una != before) progress(now);
+  return result;
+}
+
+void Completer::progress(Nanos now) {
+  // Forward progress restores both retry budgets (IBA 9.7.6.1.3 counts consecutive retries).
+  retry_left_ = ctx_.config.retry_cnt;
+  rnr_retry_left_ = ctx_.config.rnr_retry;
+  retried_at_una_ = false;
+  // An ACK for packets sent before a go-back-N restart may overtake the restart.
+  if (ctx_.next_psn.before(ctx_.una)) requester_.rewind(ctx_.una);
+  ack_deadline_ =
+      ctx_.max_psn == ctx_.una ? kNever : add_saturating(now, ack_timeout_ns(ctx_.config.timeout));
+}
+
+void Completer::receive(const wire::TransportHeaders& h, std::span<const uint8_t> payload,
+                        Nanos now) {
+  if (ctx_.type != QpType::kRc || (ctx_.state != QpState::kRts && ctx_.state != QpState::kSqd)) {
+    ++ctx_.counters.rx_dropped;
+    return;
+  }
+  const Psn psn = h.bth.psn;
+  // Only PSNs in flight can be answered; older ones are duplicates (a re-ACK, a replayed
+  // response) and newer ones are not ours (IBA 9.7.5.2.1, "ghost" responses).
+  if (psn.before(ctx_.una) || !psn.before(ctx_.max_psn)) {
+    ++ctx_.counters.duplicate_requests;
+    ++ctx_.counters.rx_dropped;
+    return;
+  }
+  const wire::OpcodeInfo& info = wire::opcode_info(h.bth.opcode);
+  switch (info.kind) {
+    case wire::Kind::kAck:
+      switch (h.aeth.type()) {
+        case wire::AckType::kAck:
+          on_ack(h, now);
+          return;
+        case wire::AckType::kRnrNak:
+          on_rnr_nak(h, now);
+          return;
+        case wire::AckType::kNak:
+          on_nak(h, now);
+          return;
+        case wire::AckType::kReserved:
+          break;
+      }
+      break;
+    case wire::Kind::kReadResponse:
+      on_read_response(h, payload, now);
+      return;
+    case wire::Kind::kAtomicAck:
+      on_atomic_ack(h, now);
+      return;
+    default:
+      break;
+  }
+  ++ctx_.counters.rx_dropped;
+}
+
+void Completer::on_ack(const wire::TransportHeaders& h, Nanos now) {
+  if (acknowledge_through(h.bth.psn, now) == Advance::kImpliedNak && !retried_at_una_) {
+    retried_at_una_ = true;
+    requester_.rewind(ctx_.una);
+  }
+}
+
+void Completer::on_rnr_nak(const wire::TransportHeaders& h, Nanos now) {
+  ++ctx_.counters.rnr_naks_received;
+  ++ctx_.counters.naks_received;
+  const Psn psn = h.bth.psn;
+  // The NAK acknowledges everything before its PSN (IBA 9.7.5.2.8).
+  if (acknowledge_through(psn - 1, now) == Advance::kImpliedNak) {
+    if (!retried_at_una_) retried_at_una_ = true, requester_.rewind(ctx_.una);
+    return;
+  }
+  SendWqe* w = find(psn);
+  if (w == nullptr) return;
+  if (rnr_retry_left_ == 0) {
+    fail(*w, WcStatus::kRnrRetryExcErr);
+    return;
+  }
+  if (rnr_retry_left_ != 7) --rnr_retry_left_;  // 7 = retry forever (IBA 9.7.5.2.8)
+  ctx_.rnr_hold_until = add_saturating(now, rnr_timer_ns(h.aeth.value()));
+  rnr_waiting_ = true;
+  ack_deadline_ = kNever;
+  requester_.rewind(psn);
+}
+
+void Completer::on_nak(const wire::TransportHeaders& h, Nanos now) {
+  ++ctx_.counters.naks_received;
+  const Psn psn = h.bth.psn;
+  if (acknowledge_through(psn - 1, now) == Advance::kImpliedNak) {
+    if (!retried_at_una_) retried_at_una_ = true, requester_.rewind(ctx_.una);
+    return;
+  }
+  SendWqe* w = find(psn);
+  if (w == nullptr) return;
+  switch (h.aeth.nak_code()) {
+    case wire::NakCode::kPsnSequenceError:
+      // IBA 9.7.5.2.3: resend from the PSN the responder expects.
+      ++ctx_.counters.seq_naks_received;
+      retry(now);
+      return;
+    case wire::NakCode::kInvalidRequest:
+      fail(*w, WcStatus::kRemInvReqErr);
+      return;
+    case wire::NakCode::kRemoteAccessError:
+      fail(*w, WcStatus::kRemAccessErr);
+      return;
+    case wire::NakCode::kRemoteOperationalError:
+      fail(*w, WcStatus::kRemOpErr);
+      return;
+    case wire::NakCode::kInvalidRdRequest:
+      fail(*w, WcStatus::kRemInvRdReqErr);
+      return;
+  }
+  ++ctx_.counters.rx_dropped;  // reserved NAK code
+}
+
+void Completer::on_read_response(const wire::TransportHeaders& h, std::span<const uint8_t> payload,
+                                 Nanos now) {
+  const Psn psn = h.bth.psn;
+  SendWqe* w = find(psn);
+  if (w == nullptr || !w->is_read()) {
+    ++ctx_.counters.rx_dropped;
+    return;
+  }
+  // A READ response also acknowledges every request before the READ (IBA 9.7.5.2.1).
+  if (acknowledge_through(w->first_psn - 1, now) == Advance::kImpliedNak || psn != ctx_.una) {
+    // A response beyond the one expected: the ones between were lost (C9-122). Responses
+    // arrive in order, so ask again from the first missing PSN.
+    if (!retried_at_una_) retried_at_una_ = true, requester_.rewind(ctx_.una);
+    return;
+  }
+  const uint32_t mtu = ctx_.mtu();
+  const uint32_t idx = static_cast<uint32_t>(psn.distance_from(w->first_psn));
+  const uint64_t offset = uint64_t{idx} * mtu;
+  const uint64_t expect = std::min<uint64_t>(mtu, w->length - std::min(w->length, offset));
+  const bool last = idx + 1 == w->npsn;
+  const wire::Place place = wire::opcode_info(h.bth.opcode).place;
+  const bool place_ok = last ? (place == wire::Place::kLast || place == wire::Place::kOnly)
+                             : (place == wire::Place::kFirst || place == wire::Place::kMiddle);
+  if (!place_ok || payload.size() != expect) {
+    ++ctx_.counters.rx_dropped;  // malformed response: the ACK timer recovers
+    return;
+  }
+  if (!scatter(ctx_.memory, w->sge.data(), w->num_sge, offset, payload)) {
+    fail(*w, WcStatus::kLocProtErr);
+    return;
+  }
+  ctx_.una = psn + 1;
+  if (last) w->state = WqeState::kDone;
+  progress(now);
+}
+
+void Completer::on_atomic_ack(const wire::TransportHeaders& h, Nanos now) {
+  const Psn psn = h.bth.psn;
+  SendWqe* w = find(psn);
+  if (w == nullptr || !w->is_atomic()) {
+    ++ctx_.counters.rx_dropped;
+    return;
+  }
+  if (acknowledge_through(psn - 1, now) == Advance::kImpliedNak || psn != ctx_.una) {
+    if (!retried_at_una_) retried_at_una_ = true, requester_.rewind(ctx_.una);
+    return;
+  }
+  // The original value lands in the local buffer in host order, as verbs returns it.
+  uint8_t bytes[8];
+  std::memcpy(bytes, &h.atomic_ack.original, 8);
+  if (!scatter(ctx_.memory, w->sge.data(), w->num_sge, 0, bytes)) {
+    fail(*w, WcStatus::kLocProtErr);
+    return;
+  }
+  w->atomic_original = h.atomic_ack.original;
+  w->state = WqeState::kDone;
+  ctx_.una = psn + 1;
+  progress(now);
+}
+
+void Completer::retire() {
+  // Bounded by the send queue's size: each step pops one WQE.
+  while (!ctx_.sq.empty()) {
+    const SendWqe& w = ctx_.sq.at(ctx_.sq.head());
+    if (w.state != WqeState::kDone) break;
+    const bool ok = w.status == WcStatus::kSuccess;
+    if (!ok || w.signaled) ctx_.push_send(send_completion(ctx_, w, w.status));
+    if (w.is_rd_atomic() && w.npsn != 0) --ctx_.rd_atomic_outstanding;
+    ctx_.sq.pop();
+    if (!ok) {
+      // IBA 10.8.3.3: an errored send WQE takes the QP to ERR; the rest flush.
+      ctx_.error_pending = true;
+      break;
+    }
+  }
+}
+
+}  // namespace uroce::transport

@@ -1,0 +1,58 @@
+#pragma once
+// Completer (IBA 9.7.5.2, 9.7.6): ACKs, NAKs, READ responses and atomic ACKs -> retired WQEs and
+// send completions; the local ACK timer, the retry and RNR-retry counters, and go-back-N.
+#include <cstdint>
+#include <span>
+
+#include "transport/qp_context.h"
+#include "transport/requester.h"
+
+namespace uroce::transport {
+
+class Completer {
+ public:
+  Completer(QpContext& ctx, Requester& requester) : ctx_(ctx), requester_(requester) {}
+
+  void reset();
+  void receive(const wire::TransportHeaders& h, std::span<const uint8_t> payload, Nanos now);
+  // A request packet went out at `now`: arm the local ACK timer if it is not running.
+  void on_sent(Nanos now);
+  // Fires the ACK timer and ends an RNR wait when due.
+  void on_timer(Nanos now);
+  // Earliest pending timer (ACK timeout or end of an RNR wait); kNever if none.
+  Nanos deadline() const;
+  // Retires finished WQEs from the head of the send queue, in posting order, into completions.
+  void retire();
+
+ private:
+  enum class Advance : uint8_t { kOk, kImpliedNak };
+  // Acknowledges every SEND/WRITE packet up to and including `psn` (IBA 9.7.5.2.1: ACKs are
+  // cumulative). A READ or atomic at or before `psn` without its response means the response
+  // was lost: an implied NAK (IBA 9.7.5.2.1, C9-122).
+  Advance acknowledge_through(Psn psn, Nanos now);
+  void progress(Nanos now);
+  void on_ack(const wire::TransportHeaders& h, Nanos now);
+  void on_rnr_nak(const wire::TransportHeaders& h, Nanos now);
+  void on_nak(const wire::TransportHeaders& h, Nanos now);
+  void on_read_response(const wire::TransportHeaders& h, std::span<const uint8_t> payload,
+                        Nanos now);
+  void on_atomic_ack(const wire::TransportHeaders& h, Nanos now);
+  // Go-back-N from una, charged to the retry counter; RETRY_EXC_ERR when it is spent.
+  void retry(Nanos now);
+  // The WQE holding `psn` (at or after una), or nullptr.
+  SendWqe* find(Psn psn);
+  void fail(SendWqe& w, WcStatus status);
+
+  QpContext& ctx_;
+  Requester& requester_;
+  uint8_t retry_left_ = 7;
+  uint8_t rnr_retry_left_ = 7;
+  Nanos ack_deadline_ = kNever;
+  bool rnr_waiting_ = false;
+  Psn rnr_psn_;
+  // Set when go-back-N restarted from una and nothing was acknowledged since: further implied
+  // NAKs for the same loss are left to the ACK timer instead of restarting again and again.
+  bool retried_at_una_ = false;
+};
+
+}  // namespace uroce::transport

@@ -1,0 +1,230 @@
+// TransportQp: one QP's requester, responder and completer behind the interface of qp.h.
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "transport/completer.h"
+#include "transport/qp_context.h"
+#include "transport/requester.h"
+#include "transport/responder.h"
+
+namespace uroce::transport {
+
+bool scatter(MemoryAccess& memory, const Sge* sge, uint32_t num_sge, uint64_t offset,
+             std::span<const uint8_t> data) {
+  size_t done = 0;
+  for (uint32_t i = 0; i < num_sge && done < data.size(); ++i) {
+    if (offset >= sge[i].length) {
+      offset -= sge[i].length;
+      continue;
+    }
+    const uint32_t n =
+        static_cast<uint32_t>(std::min<uint64_t>(sge[i].length - offset, data.size() - done));
+    auto p = memory.local(sge[i].lkey, sge[i].addr + offset, n, kAccessLocalWrite);
+    if (!p.ok()) return false;
+    std::memcpy(*p, data.data() + done, n);
+    done += n;
+    offset = 0;
+  }
+  return done == data.size();
+}
+
+namespace {
+
+class QpImpl final : public TransportQp {
+ public:
+  QpImpl(QpType type, uint32_t qpn, const QpCapabilities& caps, MemoryAccess& memory,
+         CompletionSink& send_cq, CompletionSink& recv_cq, RecvQueue* srq)
+      : ctx_(type, qpn, caps, memory, send_cq, recv_cq, srq),
+        requester_(ctx_),
+        completer_(ctx_, requester_),
+        responder_(ctx_) {}
+
+  int post_send(const SendWr& wr) override {
+    const int rc = requester_.post(wr);
+    settle();
+    return rc;
+  }
+
+  int post_recv(const RecvWr& wr) override {
+    if (ctx_.srq != nullptr) return EINVAL;  // receives go to the SRQ (ibv_post_srq_recv)
+    if (ctx_.state == QpState::kReset) return EINVAL;
+    if (ctx_.state == QpState::kErr) {
+      if (wr.sg_list.size() > ctx_.caps.max_recv_sge) return EINVAL;
+      // IBA 10.8.3.3: in ERR every new receive WR completes with a flush error.
+      Completion c;
+      c.wr_id = wr.wr_id;
+      c.status = WcStatus::kWrFlushErr;
+      c.opcode = WcOpcode::kRecv;
+      c.qp_num = ctx_.qpn;
+      ctx_.push_recv(c);
+      return 0;
+    }
+    return ctx_.own_rq.post(wr);
+  }
+
+  void configure(const QpConfig& config) override {
+    const bool sending = ctx_.max_psn != ctx_.una || !ctx_.sq.empty();
+    const bool fresh = !sending && ctx_.max_psn == ctx_.next_psn && !sent_any_;
+    ctx_.config = config;
+    ctx_.config.path_mtu_bytes = std::clamp<uint32_t>(config.path_mtu_bytes, 256, 4096);
+    if (fresh) {
+      ctx_.una = ctx_.next_psn = ctx_.max_psn = config.sq_psn;
+      completer_.reset();
+    }
+    responder_.configure();
+  }
+
+  void set_state(QpState state) override {
+    if (state == ctx_.state) return;
+    if (state == QpState::kReset) {
+      ctx_.state = state;
+      reset_all();
+      return;
+    }
+    if (state == QpState::kErr) {
+      enter_error();
+      return;
+    }
+    ctx_.state = state;
+  }
+  QpState state() const override { return ctx_.state; }
+
+  void receive(const RxPacket& packet, Nanos now) override {
+    const wire::TransportHeaders& h = *packet.hdr;
+    ++ctx_.counters.rx_packets;
+    ctx_.counters.rx_bytes += packet.payload.size();
+    if (packet.ce) ++ctx_.counters.ce_marked;
+    const wire::OpcodeInfo& info = wire::opcode_info(h.bth.opcode);
+    if (info.kind == wire::Kind::kCnp) {
+      ++ctx_.counters.cnps_received;  // congestion control is the device's, not the QP's
+      return;
+    }
+    // IBA 9.6.1.1: the opcode's service must be the QP's, and (9.6.1.1.1) the P_Key must match
+    // in its low 15 bits.
+    if (!service_matches(info) || (h.bth.pkey & 0x7fff) != (ctx_.config.pkey & 0x7fff)) {
+      ++ctx_.counters.rx_dropped;
+      return;
+    }
+    if (info.is_request())
+      responder_.receive(packet, now);
+    else
+      completer_.receive(h, packet.payload, now);
+    settle();
+  }
+
+  size_t transmit(Nanos now, PacketSink& sink, size_t budget) override {
+    completer_.on_timer(now);
+    settle();
+    size_t sent = 0;
+    while (sent < budget) {
+      TxPacket pkt;
+      if (responder_.build(now, pkt)) {
+        emit(sink, pkt);
+      } else if (requester_.build(now, pkt)) {
+        emit(sink, pkt);
+        completer_.on_sent(now);
+        sent_any_ = true;
+      } else {
+        break;
+      }
+      ++sent;
+    }
+    settle();
+    return sent;
+  }
+
+  Nanos next_deadline(Nanos now) const override {
+    Nanos t = std::min(responder_.ready_at(now), requester_.ready_at(now));
+    if (ctx_.state != QpState::kErr) t = std::min(t, completer_.deadline());
+    return t;
+  }
+
+  uint32_t qpn() const override { return ctx_.qpn; }
+  const QpCounters& counters() const override { return ctx_.counters; }
+  cc::Pacer& pacer() override { return ctx_.pacer; }
+
+ private:
+  bool service_matches(const wire::OpcodeInfo& info) const {
+    switch (ctx_.type) {
+      case QpType::kRc:
+        return info.service == wire::Service::kRc;
+      case QpType::kUc:
+        return info.service == wire::Service::kUc;
+      case QpType::kUd:
+        return info.service == wire::Service::kUd;
+    }
+    return false;
+  }
+
+  void emit(PacketSink& sink, const TxPacket& pkt) {
+    ++ctx_.counters.tx_packets;
+    ctx_.counters.tx_bytes += pkt.header_len + pkt.payload_len + pkt.pad;
+    sink.transmit(pkt);
+  }
+
+  // Retires finished WQEs and carries out an error an engine raised, in that order, so an
+  // error completion precedes the flushes it causes.
+  void settle() {
+    if (ctx_.state != QpState::kErr) completer_.retire();
+    if (ctx_.error_pending) enter_error();
+  }
+
+  void enter_error() {
+    ctx_.error_pending = false;
+    if (ctx_.state == QpState::kErr) return;
+    ctx_.state = QpState::kErr;
+    // IBA 10.8.3.3: every outstanding WR completes with WR_FLUSH_ERR, in posting order,
+    // signaled or not.
+    while (!ctx_.sq.empty()) {
+      const SendWqe& w = ctx_.sq.at(ctx_.sq.head());
+      ctx_.push_send(send_completion(ctx_, w, WcStatus::kWrFlushErr));
+      ctx_.sq.pop();
+    }
+    ctx_.rd_atomic_outstanding = 0;
+    requester_.reset();
+    auto flush_recv = [this](const RecvWqe& w) {
+      Completion c;
+      c.wr_id = w.wr_id;
+      c.status = WcStatus::kWrFlushErr;
+      c.opcode = WcOpcode::kRecv;
+      c.qp_num = ctx_.qpn;
+      ctx_.push_recv(c);
+    };
+    if (auto w = responder_.take_current_recv()) flush_recv(*w);
+    if (ctx_.srq == nullptr) ctx_.own_rq.drain(flush_recv);
+    ctx_.error_pending = false;  // CQ overruns while flushing change nothing more
+  }
+
+  void reset_all() {
+    ctx_.sq.clear();
+    ctx_.own_rq.clear();
+    ctx_.rd_atomic_outstanding = 0;
+    ctx_.error_pending = false;
+    ctx_.una = ctx_.next_psn = ctx_.max_psn = ctx_.config.sq_psn;
+    requester_.reset();
+    completer_.reset();
+    responder_.reset();
+    sent_any_ = false;
+  }
+
+  QpContext ctx_;
+  Requester requester_;
+  Completer completer_;
+  Responder responder_;
+  bool sent_any_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<TransportQp> TransportQp::create(QpType type, uint32_t qpn,
+                                                 const QpCapabilities& caps, MemoryAccess& memory,
+                                                 CompletionSink& send_cq, CompletionSink& recv_cq,
+                                                 RecvQueue* srq) {
+  QpCapabilities c = caps;
+  c.max_send_sge = std::min(c.max_send_sge, kMaxSge);
+  c.max_recv_sge = std::min(c.max_recv_sge, kMaxSge);
+  return std::make_unique<QpImpl>(type, qpn, c, memory, send_cq, recv_cq, srq);
+}
+
+}  // namespace uroce::transport

@@ -1,0 +1,92 @@
+#pragma once
+// State one QP's engines share: configuration, queues, PSN bookkeeping, counters, and the sinks
+// they report to. Internal to src/transport.
+#include <cstdint>
+#include <vector>
+
+#include "cc/pacer.h"
+#include "transport/qp.h"
+#include "transport/recv_queue.h"
+#include "transport/send_queue.h"
+
+namespace uroce::transport {
+
+// An RC requester sets AckReq at least this often within a long message (IBA 9.7.2: the
+// requester decides; the last packet of every message always asks).
+inline constexpr uint32_t kAckReqEveryPackets = 16;
+// A responder ACKs after this many unacknowledged request packets even without AckReq.
+inline constexpr uint32_t kAckEveryPackets = 16;
+// Outstanding PSNs must stay below 2^23 so a PSN comparison is never ambiguous (IBA 9.7.1).
+inline constexpr uint32_t kMaxPsnWindow = Psn::kHalf - 1;
+// Largest message (IBA 9.4: 2^31 bytes).
+inline constexpr uint64_t kMaxMessageBytes = 1ull << 31;
+
+struct QpContext {
+  QpContext(QpType t, uint32_t n, const QpCapabilities& c, MemoryAccess& mem, CompletionSink& scq,
+            CompletionSink& rcq, RecvQueue* shared_rq)
+      : type(t),
+        qpn(n),
+        caps(c),
+        memory(mem),
+        send_cq(scq),
+        recv_cq(rcq),
+        srq(shared_rq),
+        own_rq(shared_rq ? 1 : c.max_recv_wr, c.max_recv_sge),
+        sq(c.max_send_wr),
+        inline_buf(static_cast<size_t>(c.max_send_wr) * c.max_inline_data) {}
+
+  const QpType type;
+  const uint32_t qpn;
+  const QpCapabilities caps;
+  MemoryAccess& memory;
+  CompletionSink& send_cq;
+  CompletionSink& recv_cq;
+  RecvQueue* const srq;
+  RecvQueue own_rq;
+  SendQueue sq;
+  std::vector<uint8_t> inline_buf;  // max_inline_data bytes per SQ slot
+
+  QpConfig config;
+  QpState state = QpState::kReset;
+  QpCounters counters;
+  cc::Pacer pacer;
+
+  // Requester PSN space: [una, next_psn) is in flight; max_psn is one past the highest PSN ever
+  // sent (next_psn < max_psn while retransmitting).
+  Psn una, next_psn, max_psn;
+  uint32_t rd_atomic_outstanding = 0;
+  // After an RNR NAK the requester sends nothing before this time (IBA 9.7.5.2.8).
+  Nanos rnr_hold_until = 0;  // READ/atomic WQEs started and not yet retired
+  // Set by an engine that hit an error the spec makes fatal for the QP; the QP moves to ERR
+  // once the engine returns (so the error completion goes out before the flushes).
+  bool error_pending = false;
+
+  RecvQueue& rq() { return srq ? *srq : own_rq; }
+  uint32_t mtu() const { return config.path_mtu_bytes; }
+  uint32_t in_flight() const { return static_cast<uint32_t>(next_psn.distance_from(una)); }
+  uint8_t* inline_slot(uint64_t pos) {
+    return inline_buf.data() + static_cast<size_t>(sq.slot(pos)) * caps.max_inline_data;
+  }
+  // Completion queues: a full CQ is an overrun (IBA 11.4.2.1); the QP goes to ERR.
+  void push_send(const Completion& c) {
+    if (!send_cq.push(c)) error_pending = true;
+  }
+  void push_recv(const Completion& c) {
+    if (!recv_cq.push(c)) error_pending = true;
+  }
+};
+
+// Packets a message of `length` bytes needs at this MTU (a zero-length message is one packet).
+inline uint32_t packets_for(uint64_t length, uint32_t mtu) {
+  return length == 0 ? 1 : static_cast<uint32_t>((length + mtu - 1) / mtu);
+}
+
+// The send-queue completion for `w` (opcode, length, QP number) with `status`.
+Completion send_completion(const QpContext& ctx, const SendWqe& w, WcStatus status);
+
+// Copies `data` into the scatter list starting `offset` bytes into it; false if a key fails
+// (local write access, IBA C10-17) or the data runs past the list.
+bool scatter(MemoryAccess& memory, const Sge* sge, uint32_t num_sge, uint64_t offset,
+             std::span<const uint8_t> data);
+
+}  // namespace uroce::transport

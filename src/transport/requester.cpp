@@ -1,0 +1,371 @@
+// Requester: work requests -> request packets.
+#include "transport/requester.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "wire/packet.h"
+
+namespace uroce::transport {
+
+namespace {
+
+bool opcode_allowed(QpType type, WrOpcode op) {
+  switch (type) {
+    case QpType::kRc:
+      return op != WrOpcode::kLocalInvalidate && op != WrOpcode::kBindMw;
+    case QpType::kUc:  // IBA table 38: UC has SEND and RDMA WRITE only
+      return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm || op == WrOpcode::kRdmaWrite ||
+             op == WrOpcode::kRdmaWriteWithImm;
+    case QpType::kUd:
+      return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm;
+  }
+  return false;
+}
+
+WcOpcode wc_opcode(WrOpcode op) {
+  switch (op) {
+    case WrOpcode::kRdmaWrite:
+    case WrOpcode::kRdmaWriteWithImm:
+      return WcOpcode::kRdmaWrite;
+    case WrOpcode::kRdmaRead:
+      return WcOpcode::kRdmaRead;
+    case WrOpcode::kAtomicCompareSwap:
+      return WcOpcode::kCompareSwap;
+    case WrOpcode::kAtomicFetchAdd:
+      return WcOpcode::kFetchAdd;
+    case WrOpcode::kLocalInvalidate:
+      return WcOpcode::kLocalInvalidate;
+    case WrOpcode::kBindMw:
+      return WcOpcode::kBindMw;
+    default:
+      return WcOpcode::kSend;
+  }
+}
+
+}  // namespace
+
+Completion send_completion(const QpContext& ctx, const SendWqe& w, WcStatus status) {
+  Completion c;
+  c.wr_id = w.wr_id;
+  c.status = status;
+  c.opcode = wc_opcode(w.opcode);
+  c.byte_len = static_cast<uint32_t>(std::min<uint64_t>(w.length, UINT32_MAX));
+  c.qp_num = ctx.qpn;
+  return c;
+}
+
+int Requester::post(const SendWr& wr) {
+  if (ctx_.state == QpState::kReset) return EINVAL;
+  if (wr.sg_list.size() > ctx_.caps.max_send_sge) return EINVAL;
+  if (!opcode_allowed(ctx_.type, wr.opcode)) return EINVAL;
+  if (ctx_.type == QpType::kUd && wr.ah == nullptr) return EINVAL;
+  const bool atomic =
+      wr.opcode == WrOpcode::kAtomicCompareSwap || wr.opcode == WrOpcode::kAtomicFetchAdd;
+  // IBA 9.4.5: an atomic operates on 8 bytes at an 8-byte aligned address.
+  if (atomic && (wr.sg_list.size() != 1 || wr.sg_list[0].length != 8 || wr.remote_addr % 8 != 0))
+    return EINVAL;
+  uint64_t length = 0;
+  for (const Sge& s : wr.sg_list) length += s.length;
+  const bool is_inline = (wr.flags & kSendInline) != 0;
+  if (is_inline &&
+      (length > ctx_.caps.max_inline_data || atomic || wr.opcode == WrOpcode::kRdmaRead))
+    return EINVAL;
+  if (ctx_.sq.full()) return ENOMEM;
+
+  const uint64_t pos = ctx_.sq.tail();
+  SendWqe& w = ctx_.sq.push();
+  w.wr_id = wr.wr_id;
+  w.opcode = wr.opcode;
+  w.flags = wr.flags;
+  w.imm = wr.imm;
+  w.invalidate_rkey = wr.invalidate_rkey;
+  w.remote_addr = wr.remote_addr;
+  w.rkey = wr.rkey;
+  w.compare_add = wr.compare_add;
+  w.swap = wr.swap;
+  if (wr.ah != nullptr) w.ah = *wr.ah;
+  w.remote_qpn = wr.remote_qpn;
+  w.remote_qkey = wr.remote_qkey;
+  w.num_sge = static_cast<uint32_t>(wr.sg_list.size());
+  std::copy(wr.sg_list.begin(), wr.sg_list.end(), w.sge.begin());
+  w.length = length;
+  w.signaled = ctx_.config.sq_sig_all || (wr.flags & kSendSignaled) != 0;
+  if (is_inline) {
+    // Inline data is read from the caller's virtual addresses now, without key checks (verbs
+    // IBV_SEND_INLINE): the buffers may be reused as soon as post_send returns.
+    uint8_t* dst = ctx_.inline_slot(pos);
+    for (const Sge& s : wr.sg_list) {
+      if (s.length != 0) std::memcpy(dst, reinterpret_cast<const void*>(s.addr), s.length);
+      dst += s.length;
+    }
+    w.is_inline = true;
+  }
+  if (ctx_.state == QpState::kErr) {
+    // A QP in ERR completes every new WR with a flush error, in order (IBA 10.8.3.3).
+    ctx_.push_send(send_completion(ctx_, w, WcStatus::kWrFlushErr));
+    ctx_.sq.pop();
+    if (cur_ < ctx_.sq.head()) cur_ = ctx_.sq.head();
+  }
+  return 0;
+}
+
+void Requester::rewind(Psn psn) {
+  for (uint64_t pos = ctx_.sq.head(); pos < ctx_.sq.tail(); ++pos) {
+    const SendWqe& w = ctx_.sq.at(pos);
+    if (w.state == WqeState::kPosted || w.contains(psn)) {
+      cur_ = pos;
+      pkt_ =
+          w.state == WqeState::kPosted ? 0 : static_cast<uint32_t>(psn.distance_from(w.first_psn));
+      ctx_.next_psn = psn;
+      return;
+    }
+  }
+  cur_ = ctx_.sq.tail();
+  pkt_ = 0;
+  ctx_.next_psn = psn;
+}
+
+Requester::Next Requester::describe(const SendWqe& w) const {
+  Next n;
+  const uint32_t mtu = ctx_.mtu();
+  n.payload_offset = uint64_t{pkt_} * mtu;
+  if (w.is_read()) {
+    const uint32_t total = w.state == WqeState::kPosted ? packets_for(w.length, mtu) : w.npsn;
+    n.psns = total - pkt_;
+  } else if (!w.is_atomic()) {
+    n.payload_len = static_cast<uint32_t>(
+        std::min<uint64_t>(mtu, w.length - std::min(w.length, n.payload_offset)));
+  }
+  return n;
+}
+
+Requester::Gate Requester::gate(Nanos now, Next& next, Nanos* when) const {
+  if (ctx_.state != QpState::kRts && ctx_.state != QpState::kSqd) return Gate::kBlocked;
+  if (cur_ >= ctx_.sq.tail()) return Gate::kBlocked;
+  if (now < ctx_.rnr_hold_until) return Gate::kBlocked;  // the completer owns that deadline
+  const SendWqe& w = ctx_.sq.at(cur_);
+  if (w.state == WqeState::kDone) return Gate::kBlocked;  // failed WQE: the QP is going to ERR
+  if (w.state == WqeState::kPosted) {
+    if (ctx_.state != QpState::kRts) return Gate::kBlocked;  // SQD starts no new WQE
+    // IBV_SEND_FENCE (IBA 10.8.3.4): wait for earlier READs and atomics to complete.
+    if ((w.flags & kSendFence) && ctx_.rd_atomic_outstanding > 0) return Gate::kBlocked;
+    // At most max_rd_atomic READ/atomic requests outstanding (IBA 9.7.7.2.2 / C9-136).
+    const uint32_t limit = std::max<uint32_t>(1, ctx_.config.max_rd_atomic);
+    if (w.is_rd_atomic() && ctx_.rd_atomic_outstanding >= limit) return Gate::kBlocked;
+  }
+  next = describe(w);
+  const uint32_t in_flight = ctx_.in_flight();
+  if (ctx_.type == QpType::kRc) {
+    const uint32_t window = std::clamp<uint32_t>(ctx_.config.max_psn_window, 1, kMaxPsnWindow);
+    if (in_flight > 0 && uint64_t{in_flight} + next.psns > window) return Gate::kBlocked;
+  }
+  if (!ctx_.pacer.may_send(now, next.payload_len, in_flight)) {
+    const Nanos t = ctx_.pacer.next_send_time(now, next.payload_len);
+    if (t <= now) return Gate::kBlocked;  // the pacer's window: wait for ACKs
+    *when = t;
+    return Gate::kPaced;
+  }
+  return Gate::kReady;
+}
+
+Nanos Requester::ready_at(Nanos now) const {
+  Next next;
+  Nanos when = kNever;
+  switch (gate(now, next, &when)) {
+    case Gate::kReady:
+      return now;
+    case Gate::kPaced:
+      return when;
+    case Gate::kBlocked:
+      return kNever;
+  }
+  return kNever;
+}
+
+void Requester::fail(SendWqe& w, WcStatus status) {
+  w.state = WqeState::kDone;
+  w.status = status;
+}
+
+bool Requester::check_local_keys(const SendWqe& w) const {
+  if (w.is_inline) return true;
+  // READ and atomic results are written into the local buffers (IBA C10-17: local write).
+  const uint32_t access = w.is_rd_atomic() ? uint32_t{kAccessLocalWrite} : 0u;
+  for (uint32_t i = 0; i < w.num_sge; ++i) {
+    const Sge& s = w.sge[i];
+    if (!ctx_.memory.local(s.lkey, s.addr, s.length, access).ok()) return false;
+  }
+  return true;
+}
+
+bool Requester::start(SendWqe& w) {
+  const uint32_t mtu = ctx_.mtu();
+  if (w.length > kMaxMessageBytes || (ctx_.type == QpType::kUd && w.length > mtu)) {
+    fail(w, WcStatus::kLocLenErr);
+    return false;
+  }
+  if (!check_local_keys(w)) {
+    fail(w, WcStatus::kLocProtErr);
+    return false;
+  }
+  const uint32_t npsn = w.is_atomic() ? 1 : packets_for(w.length, mtu);
+  if (npsn > kMaxPsnWindow) {
+    fail(w, WcStatus::kLocLenErr);
+    return false;
+  }
+  w.npsn = npsn;
+  w.first_psn = ctx_.next_psn;
+  w.state = WqeState::kActive;
+  if (w.is_rd_atomic()) ++ctx_.rd_atomic_outstanding;
+  return true;
+}
+
+uint8_t Requester::opcode_for(const SendWqe& w, bool first, bool last) const {
+  namespace op = wire::op;
+  if (ctx_.type == QpType::kUd)
+    return w.opcode == WrOpcode::kSendWithImm ? op::kUdSendOnlyImm : op::kUdSendOnly;
+  uint8_t code = 0;
+  const bool only = first && last;
+  switch (w.opcode) {
+    case WrOpcode::kSend:
+      code = only    ? op::kRcSendOnly
+             : first ? op::kRcSendFirst
+             : last  ? op::kRcSendLast
+                     : op::kRcSendMiddle;
+      break;
+    case WrOpcode::kSendWithImm:
+      code = only    ? op::kRcSendOnlyImm
+             : first ? op::kRcSendFirst
+             : last  ? op::kRcSendLastImm
+                     : op::kRcSendMiddle;
+      break;
+    case WrOpcode::kSendWithInvalidate:
+      code = only    ? op::kRcSendOnlyInv
+             : first ? op::kRcSendFirst
+             : last  ? op::kRcSendLastInv
+                     : op::kRcSendMiddle;
+      break;
+    case WrOpcode::kRdmaWrite:
+      code = only    ? op::kRcWriteOnly
+             : first ? op::kRcWriteFirst
+             : last  ? op::kRcWriteLast
+                     : op::kRcWriteMiddle;
+      break;
+    case WrOpcode::kRdmaWriteWithImm:
+      code = only    ? op::kRcWriteOnlyImm
+             : first ? op::kRcWriteFirst
+             : last  ? op::kRcWriteLastImm
+                     : op::kRcWriteMiddle;
+      break;
+    case WrOpcode::kRdmaRead:
+      return op::kRcReadRequest;
+    case WrOpcode::kAtomicCompareSwap:
+      return op::kRcCompareSwap;
+    case WrOpcode::kAtomicFetchAdd:
+      return op::kRcFetchAdd;
+    default:
+      UROCE_CHECK(false);
+  }
+  return ctx_.type == QpType::kUc ? static_cast<uint8_t>(code | op::kUcBase) : code;
+}
+
+void Requester::fill_headers(const SendWqe& w, const Next& next, wire::TransportHeaders& h) const {
+  const bool first = pkt_ == 0;
+  const bool last = w.is_rd_atomic() || pkt_ + 1 == w.npsn;
+  h.bth.opcode = opcode_for(w, first, last);
+  h.bth.pkey = ctx_.config.pkey;
+  h.bth.dest_qp = ctx_.type == QpType::kUd ? w.remote_qpn : ctx_.config.dest_qpn;
+  h.bth.psn = ctx_.next_psn;
+  h.bth.pad_count = wire::pad_for(next.payload_len);
+  h.bth.solicited = last && (w.flags & kSendSolicited) != 0;
+  // AckReq on the last packet of every message and periodically inside long ones (IBA 9.7.2).
+  h.bth.ack_req = ctx_.type == QpType::kRc && (last || (pkt_ + 1) % kAckReqEveryPackets == 0);
+  h.imm = w.imm;
+  h.ieth_rkey = w.invalidate_rkey;
+  if (w.is_read()) {
+    // A READ restarted mid-way asks only for the rest (IBA 9.7.4.1.2).
+    h.reth.va = w.remote_addr + next.payload_offset;
+    h.reth.rkey = w.rkey;
+    h.reth.dma_length = static_cast<uint32_t>(w.length - std::min(w.length, next.payload_offset));
+  } else {
+    h.reth.va = w.remote_addr;
+    h.reth.rkey = w.rkey;
+    h.reth.dma_length = static_cast<uint32_t>(w.length);
+  }
+  if (w.is_atomic()) {
+    h.atomic.va = w.remote_addr;
+    h.atomic.rkey = w.rkey;
+    const bool cas = w.opcode == WrOpcode::kAtomicCompareSwap;
+    h.atomic.swap_add = cas ? w.swap : w.compare_add;
+    h.atomic.compare = cas ? w.compare_add : 0;
+  }
+  if (ctx_.type == QpType::kUd) {
+    // IBA 10.2.5: a Q_Key with the high bit set means "use the QP's own Q_Key".
+    h.deth.qkey = (w.remote_qkey & 0x80000000u) ? ctx_.config.qkey : w.remote_qkey;
+    h.deth.src_qp = ctx_.qpn;
+  }
+}
+
+bool Requester::gather(SendWqe& w, const Next& next, TxPacket& out) {
+  out.payload_len = next.payload_len;
+  out.payload_parts = 0;
+  if (next.payload_len == 0) return true;
+  if (w.is_inline) {
+    out.payload[0] = {ctx_.inline_slot(cur_) + next.payload_offset, next.payload_len};
+    out.payload_parts = 1;
+    return true;
+  }
+  uint64_t skip = next.payload_offset;
+  uint32_t left = next.payload_len;
+  for (uint32_t i = 0; i < w.num_sge && left > 0; ++i) {
+    const Sge& s = w.sge[i];
+    if (skip >= s.length) {
+      skip -= s.length;
+      continue;
+    }
+    const uint32_t n = static_cast<uint32_t>(std::min<uint64_t>(left, s.length - skip));
+    auto p = ctx_.memory.local(s.lkey, s.addr + skip, n, 0);
+    if (!p.ok() || out.payload_parts == wire::kMaxGather) return false;
+    out.payload[out.payload_parts++] = {*p, n};
+    left -= n;
+    skip = 0;
+  }
+  return left == 0;
+}
+
+bool Requester::build(Nanos now, TxPacket& out) {
+  Next next;
+  Nanos when = kNever;
+  if (gate(now, next, &when) != Gate::kReady) return false;
+  SendWqe& w = ctx_.sq.at(cur_);
+  if (w.state == WqeState::kPosted && !start(w)) return false;
+  wire::TransportHeaders h;
+  fill_headers(w, next, h);
+  if (!gather(w, next, out)) {
+    // The MR went away after post time (IBA C10-17): fail the WQE; the QP then goes to ERR.
+    fail(w, WcStatus::kLocProtErr);
+    return false;
+  }
+  out.header_len = wire::write_transport_headers(h, out.header);
+  out.pad = h.bth.pad_count;
+  out.dest = ctx_.type == QpType::kUd ? &w.ah : &ctx_.config.path;
+
+  if (ctx_.next_psn.before(ctx_.max_psn)) ++ctx_.counters.retransmitted_packets;
+  ctx_.next_psn += static_cast<int32_t>(next.psns);
+  if (ctx_.max_psn.before(ctx_.next_psn)) ctx_.max_psn = ctx_.next_psn;
+  if (ctx_.type != QpType::kRc) ctx_.una = ctx_.next_psn;  // nothing is acknowledged
+  ctx_.pacer.on_sent(now, next.payload_len);
+
+  pkt_ += next.psns;
+  if (pkt_ >= w.npsn) {
+    // Unreliable services complete a send WQE once its last packet is out (IBA 9.8.3, 9.9.3).
+    w.state = ctx_.type == QpType::kRc ? WqeState::kSent : WqeState::kDone;
+    ++cur_;
+    pkt_ = 0;
+  }
+  return true;
+}
+
+}  // namespace uroce::transport

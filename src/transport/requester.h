@@ -1,0 +1,50 @@
+#pragma once
+// Requester (IBA 9.7.2-9.7.4 and 9.8, 9.9 for UD): turns send WQEs into request packets, one per
+// transmit() step, under the QP's PSN window, the READ/atomic limit, fences and the pacer.
+#include <cstdint>
+
+#include "transport/qp_context.h"
+
+namespace uroce::transport {
+
+class Requester {
+ public:
+  explicit Requester(QpContext& ctx) : ctx_(ctx) {}
+
+  // ibv_post_send: validates and queues (or, in ERR, completes with WR_FLUSH_ERR).
+  int post(const SendWr& wr);
+  // Forgets all sending progress (QP reset).
+  void reset() { cur_ = ctx_.sq.head(), pkt_ = 0; }
+  // Go-back-N (IBA 9.7.4.1.3): the next packet sent is the one with `psn`, which must lie in
+  // [una, max_psn].
+  void rewind(Psn psn);
+  // `now` if a packet may go now, the pacer's next send time if only pacing holds it back, else
+  // kNever (nothing to send, or waiting on ACKs / a fence / the RNR timer).
+  Nanos ready_at(Nanos now) const;
+  // Builds the next request packet; false when none may go at `now`.
+  bool build(Nanos now, TxPacket& out);
+
+ private:
+  enum class Gate : uint8_t { kReady, kBlocked, kPaced };
+  struct Next {
+    uint64_t payload_offset = 0;
+    uint32_t payload_len = 0;
+    uint32_t psns = 1;  // PSNs this packet uses (a READ request uses one per response packet)
+  };
+  Gate gate(Nanos now, Next& next, Nanos* when) const;
+  Next describe(const SendWqe& w) const;
+  // Assigns PSNs and checks lengths and local keys (IBA C10-17); false if the WQE failed.
+  bool start(SendWqe& w);
+  bool check_local_keys(const SendWqe& w) const;
+  void fail(SendWqe& w, WcStatus status);
+  uint8_t opcode_for(const SendWqe& w, bool first, bool last) const;
+  void fill_headers(const SendWqe& w, const Next& next, wire::TransportHeaders& h) const;
+  // Points out.payload at the bytes of this packet; false if a local key no longer holds.
+  bool gather(SendWqe& w, const Next& next, TxPacket& out);
+
+  QpContext& ctx_;
+  uint64_t cur_ = 0;  // send queue position of the WQE being sent
+  uint32_t pkt_ = 0;  // packet (PSN) index within it
+};
+
+}  // namespace uroce::transport

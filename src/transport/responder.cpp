@@ -1,0 +1,598 @@
+// Responder: request packets -> memory, receive completions and responses.
+#include "transport/responder.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "wire/packet.h"
+
+namespace uroce::transport {
+
+namespace {
+// Every READ/atomic holds a resource while its response is queued, ACKs between them coalesce,
+// and at most one NAK is outstanding before the QP stops: 2 * 255 + a few slots always suffice.
+constexpr uint32_t kResponseSlots = 2 * 255 + 8;
+constexpr uint32_t kGrhBytes = 40;  // ibv_post_recv: UD buffers start with room for the GRH
+}  // namespace
+
+Responder::Responder(QpContext& ctx) : ctx_(ctx), responses_(kResponseSlots) {
+  reset();
+}
+
+void Responder::reset() {
+  started_ = false;
+  epsn_ = ctx_.config.rq_psn;
+  msn_ = 0;
+  nak_outstanding_ = false;
+  unacked_ = 0;
+  in_msg_ = InMessage::kNone;
+  recv_.reset();
+  recv_offset_ = write_va_ = write_left_ = write_total_ = 0;
+  write_rkey_ = 0;
+  uc_dropping_ = false;
+  resources_.assign(std::max<uint32_t>(1, ctx_.config.max_dest_rd_atomic), Resource{});
+  resource_clock_ = 0;
+  resp_head_ = resp_tail_ = 0;
+}
+
+void Responder::configure() {
+  // The verbs layer may hand over the full attribute set again at RTS; once requests have
+  // arrived the expected PSN and the resources in use must not be reset under them.
+  if (started_) return;
+  epsn_ = ctx_.config.rq_psn;
+  resources_.assign(std::max<uint32_t>(1, ctx_.config.max_dest_rd_atomic), Resource{});
+}
+
+std::optional<RecvWqe> Responder::take_current_recv() {
+  std::optional<RecvWqe> w;
+  w.swap(recv_);
+  return w;
+}
+
+// ---- Receive ---------------------------------------------------------------------------------
+
+void Responder::receive(const RxPacket& pkt, Nanos now) {
+  const QpState s = ctx_.state;
+  if (s != QpState::kRtr && s != QpState::kRts && s != QpState::kSqd && s != QpState::kSqe) {
+    ++ctx_.counters.rx_dropped;  // IBA 10.3.1: only RTR and later states receive
+    return;
+  }
+  started_ = true;
+  switch (ctx_.type) {
+    case QpType::kRc:
+      receive_rc(pkt, now);
+      return;
+    case QpType::kUc:
+      receive_uc(pkt);
+      return;
+    case QpType::kUd:
+      receive_ud(pkt);
+      return;
+  }
+}
+
+void Responder::receive_rc(const RxPacket& pkt, Nanos now) {
+  (void)now;
+  const wire::TransportHeaders& h = *pkt.hdr;
+  const wire::OpcodeInfo& info = wire::opcode_info(h.bth.opcode);
+  const int32_t d = h.bth.psn.distance_from(epsn_);
+  if (d < 0) {  // IBA 9.7.5.1.2: a duplicate is answered again, never executed again
+    ++ctx_.counters.duplicate_requests;
+    on_duplicate(h);
+    return;
+  }
+  if (d > 0) {
+    // IBA 9.7.5.1.1 / 9.7.5.2.3: one PSN Sequence Error NAK (carrying the expected PSN) per
+    // gap; later packets are dropped silently until the expected one arrives.
+    ++ctx_.counters.out_of_sequence;
+    if (!nak_outstanding_) {
+      ++ctx_.counters.seq_naks_sent;
+      queue_nak(epsn_, wire::Aeth::nak(msn_, wire::NakCode::kPsnSequenceError));
+      nak_outstanding_ = true;
+    } else {
+      ++ctx_.counters.rx_dropped;
+    }
+    return;
+  }
+  nak_outstanding_ = false;
+  Verdict v = check_op_sequence(info);
+  if (v == Verdict::kAccepted) v = check_length(info, pkt.payload.size());
+  if (v == Verdict::kAccepted) v = execute(h, info, pkt.payload);
+  finish(v, h, info);
+}
+
+Responder::Verdict Responder::check_op_sequence(const wire::OpcodeInfo& info) const {
+  // IBA 9.7.5.1.3 (opcode sequence check): a message's packets come FIRST, MIDDLE*, LAST, and
+  // nothing else may interleave.
+  const bool continues = info.place == wire::Place::kMiddle || info.place == wire::Place::kLast;
+  switch (in_msg_) {
+    case InMessage::kNone:
+      return continues ? Verdict::kInvalid : Verdict::kAccepted;
+    case InMessage::kSend:
+      return continues && info.kind == wire::Kind::kSend ? Verdict::kAccepted : Verdict::kInvalid;
+    case InMessage::kWrite:
+      return continues && info.kind == wire::Kind::kWrite ? Verdict::kAccepted : Verdict::kInvalid;
+  }
+  return Verdict::kInvalid;
+}
+
+Responder::Verdict Responder::check_length(const wire::OpcodeInfo& info, size_t payload) const {
+  // IBA 9.7.5.1.4 (length check): FIRST and MIDDLE carry exactly one PMTU, LAST 1..PMTU, ONLY
+  // 0..PMTU.
+  if (!info.payload) return Verdict::kAccepted;
+  const uint32_t mtu = ctx_.mtu();
+  switch (info.place) {
+    case wire::Place::kFirst:
+    case wire::Place::kMiddle:
+      return payload == mtu ? Verdict::kAccepted : Verdict::kInvalid;
+    case wire::Place::kLast:
+      return payload >= 1 && payload <= mtu ? Verdict::kAccepted : Verdict::kInvalid;
+    default:
+      return payload <= mtu ? Verdict::kAccepted : Verdict::kInvalid;
+  }
+}
+
+Responder::Verdict Responder::execute(const wire::TransportHeaders& h, const wire::OpcodeInfo& info,
+                                      std::span<const uint8_t> payload) {
+  switch (info.kind) {
+    case wire::Kind::kSend:
+      return on_send(h, info, payload);
+    case wire::Kind::kWrite:
+      return on_write(h, info, payload);
+    case wire::Kind::kReadRequest:
+      return on_read(h);
+    case wire::Kind::kCompareSwap:
+    case wire::Kind::kFetchAdd:
+      return on_atomic(h, info);
+    default:
+      return Verdict::kInvalid;
+  }
+}
+
+Responder::Verdict Responder::on_send(const wire::TransportHeaders& h, const wire::OpcodeInfo& info,
+                                      std::span<const uint8_t> payload) {
+  if (info.starts_message()) {
+    // A UC message abandoned after a gap leaves its WQE here for the next one (IBA 9.8.4).
+    if (!recv_) recv_ = ctx_.rq().pop();
+    if (!recv_) return Verdict::kRnr;
+    recv_offset_ = 0;
+    in_msg_ = InMessage::kSend;
+  }
+  if (recv_offset_ + payload.size() > recv_->length) {
+    // IBA 9.7.5.1.4: the message is longer than the receive buffer.
+    complete_recv(WcStatus::kLocLenErr, WcOpcode::kRecv, 0, 0, 0);
+    return Verdict::kInvalid;
+  }
+  if (!scatter(ctx_.memory, recv_->sge.data(), recv_->num_sge, recv_offset_, payload)) {
+    complete_recv(WcStatus::kLocProtErr, WcOpcode::kRecv, 0, 0, 0);
+    return Verdict::kOperational;
+  }
+  recv_offset_ += payload.size();
+  if (!info.ends_message()) return Verdict::kAccepted;
+  uint32_t flags = 0, value = 0;
+  if (info.has(wire::kImmDt)) flags |= kWcWithImm, value = h.imm;
+  if (info.has(wire::kIeth)) {
+    // SEND with Invalidate (IBA 9.4.1.1, 10.6.7): invalidate the named key before completing.
+    if (!ctx_.memory.invalidate(h.ieth_rkey)) {
+      complete_recv(WcStatus::kLocProtErr, WcOpcode::kRecv, 0, 0, 0);
+      return Verdict::kInvalid;
+    }
+    flags |= kWcWithInvalidate, value = h.ieth_rkey;
+  }
+  complete_recv(WcStatus::kSuccess, WcOpcode::kRecv, static_cast<uint32_t>(recv_offset_), flags,
+                value);
+  return Verdict::kAccepted;
+}
+
+Responder::Verdict Responder::on_write(const wire::TransportHeaders& h,
+                                       const wire::OpcodeInfo& info,
+                                       std::span<const uint8_t> payload) {
+  if (info.starts_message()) {
+    // IBA 9.7.5.1.5 / 10.6.3: the QP must allow remote writes and the R_Key cover the range.
+    if (!remote_ok(kAccessRemoteWrite)) return Verdict::kAccess;
+    const uint32_t len = h.reth.dma_length;
+    if (len > 0 && !ctx_.memory.remote(h.reth.rkey, h.reth.va, len, kAccessRemoteWrite).ok())
+      return Verdict::kAccess;
+    write_va_ = h.reth.va;
+    write_rkey_ = h.reth.rkey;
+    write_left_ = write_total_ = len;
+    in_msg_ = InMessage::kWrite;
+  }
+  if (payload.size() > write_left_) return Verdict::kInvalid;  // more than the RETH announced
+  const bool imm = info.has(wire::kImmDt);
+  if (info.ends_message() && imm && !recv_) {
+    // Take the receive WQE before placing data so an RNR retry repeats nothing.
+    recv_ = ctx_.rq().pop();
+    if (!recv_) return Verdict::kRnr;
+  }
+  if (!payload.empty()) {
+    auto dst = ctx_.memory.remote(write_rkey_, write_va_, static_cast<uint32_t>(payload.size()),
+                                  kAccessRemoteWrite);
+    if (!dst.ok()) return Verdict::kAccess;
+    std::memcpy(*dst, payload.data(), payload.size());
+  }
+  write_va_ += payload.size();
+  write_left_ -= payload.size();
+  if (!info.ends_message()) return Verdict::kAccepted;
+  if (write_left_ != 0) return Verdict::kInvalid;  // fewer bytes than the RETH announced
+  if (imm)
+    complete_recv(WcStatus::kSuccess, WcOpcode::kRecvRdmaWithImm,
+                  static_cast<uint32_t>(write_total_), kWcWithImm, h.imm);
+  return Verdict::kAccepted;
+}
+
+Responder::Verdict Responder::on_read(const wire::TransportHeaders& h) {
+  if (!remote_ok(kAccessRemoteRead)) return Verdict::kAccess;
+  const uint32_t len = h.reth.dma_length;
+  if (len > kMaxMessageBytes) return Verdict::kInvalid;
+  if (len > 0 && !ctx_.memory.remote(h.reth.rkey, h.reth.va, len, kAccessRemoteRead).ok())
+    return Verdict::kAccess;
+  // More READ/atomics in progress than max_dest_rd_atomic (IBA 9.7.7.2.1): Invalid Request.
+  Resource* r = alloc_resource();
+  if (r == nullptr) return Verdict::kInvalid;
+  *r = Resource{Resource::Kind::kRead,
+                epsn_,
+                packets_for(len, ctx_.mtu()),
+                h.reth.va,
+                h.reth.rkey,
+                len,
+                0,
+                ++msn_,
+                0,
+                r->age,
+                false};
+  // The READ uses one PSN per response packet (IBA 9.7.4.1.2).
+  epsn_ += static_cast<int32_t>(r->npsn);
+  queue_response(
+      {Response::Kind::kRead, r->first_psn, {}, static_cast<uint32_t>(r - resources_.data())});
+  r->queued = true;
+  return Verdict::kResponded;
+}
+
+Responder::Verdict Responder::on_atomic(const wire::TransportHeaders& h,
+                                        const wire::OpcodeInfo& info) {
+  if (!remote_ok(kAccessRemoteAtomic)) return Verdict::kAccess;
+  if (h.atomic.va % 8 != 0) return Verdict::kInvalid;  // IBA 9.4.5: 8-byte aligned only
+  auto p = ctx_.memory.remote(h.atomic.rkey, h.atomic.va, 8, kAccessRemoteAtomic);
+  if (!p.ok()) return Verdict::kAccess;
+  if (reinterpret_cast<uintptr_t>(*p) % alignof(uint64_t) != 0) return Verdict::kOperational;
+  Resource* r = alloc_resource();
+  if (r == nullptr) return Verdict::kInvalid;
+  // Executed once here; duplicates replay `original` from the resource (IBA 9.7.5.1.2).
+  std::atomic_ref<uint64_t> target(*reinterpret_cast<uint64_t*>(*p));
+  uint64_t original = 0;
+  if (info.kind == wire::Kind::kCompareSwap) {
+    original = h.atomic.compare;
+    target.compare_exchange_strong(original, h.atomic.swap_add);
+  } else {
+    original = target.fetch_add(h.atomic.swap_add);
+  }
+  *r = Resource{Resource::Kind::kAtomic,
+                epsn_,
+                1,
+                h.atomic.va,
+                h.atomic.rkey,
+                8,
+                0,
+                ++msn_,
+                original,
+                r->age,
+                false};
+  epsn_ += 1;
+  queue_response(
+      {Response::Kind::kAtomic, r->first_psn, {}, static_cast<uint32_t>(r - resources_.data())});
+  r->queued = true;
+  return Verdict::kResponded;
+}
+
+void Responder::finish(Verdict v, const wire::TransportHeaders& h, const wire::OpcodeInfo& info) {
+  const Psn psn = h.bth.psn;
+  switch (v) {
+    case Verdict::kAccepted:
+      epsn_ = psn + 1;
+      ++unacked_;
+      if (info.ends_message()) {
+        ++msn_;  // IBA 9.7.5.1.1: one MSN per completed request message
+        in_msg_ = InMessage::kNone;
+      }
+      // Coalesced: one ACK covers every packet up to its PSN (IBA 9.7.5.1.1).
+      if (h.bth.ack_req || unacked_ >= kAckEveryPackets) queue_ack(psn);
+      return;
+    case Verdict::kResponded:
+      unacked_ = 0;  // the response acknowledges everything before it
+      return;
+    case Verdict::kRnr:
+      ++ctx_.counters.rnr_naks_sent;
+      if (info.starts_message()) in_msg_ = InMessage::kNone;
+      queue_nak(psn, wire::Aeth::rnr_nak(msn_, ctx_.config.min_rnr_timer));
+      nak_outstanding_ = true;
+      return;
+    case Verdict::kInvalid:
+      queue_nak(psn, wire::Aeth::nak(msn_, wire::NakCode::kInvalidRequest));
+      break;
+    case Verdict::kAccess:
+      queue_nak(psn, wire::Aeth::nak(msn_, wire::NakCode::kRemoteAccessError));
+      break;
+    case Verdict::kOperational:
+      queue_nak(psn, wire::Aeth::nak(msn_, wire::NakCode::kRemoteOperationalError));
+      break;
+  }
+  // IBA 9.9.3.1 (responder class A/C errors): after the NAK the QP enters ERR.
+  in_msg_ = InMessage::kNone;
+  ctx_.error_pending = true;
+}
+
+void Responder::on_duplicate(const wire::TransportHeaders& h) {
+  const wire::OpcodeInfo& info = wire::opcode_info(h.bth.opcode);
+  const Psn psn = h.bth.psn;
+  switch (info.kind) {
+    case wire::Kind::kSend:
+    case wire::Kind::kWrite:
+      queue_ack(epsn_ - 1);  // the latest ACK covers the duplicate too
+      return;
+    case wire::Kind::kReadRequest: {
+      // Re-executed from memory for exactly what the duplicate asks (IBA 9.7.5.1.2), which may
+      // be the rest of an earlier READ.
+      const uint32_t len = h.reth.dma_length;
+      const uint32_t npsn = packets_for(len, ctx_.mtu());
+      if ((psn + static_cast<int32_t>(npsn)).after(epsn_) || !remote_ok(kAccessRemoteRead) ||
+          (len > 0 && !ctx_.memory.remote(h.reth.rkey, h.reth.va, len, kAccessRemoteRead).ok())) {
+        ++ctx_.counters.rx_dropped;
+        return;
+      }
+      Resource* r = nullptr;
+      for (Resource& c : resources_) {
+        const int32_t d = psn.distance_from(c.first_psn);
+        if (c.kind == Resource::Kind::kRead && d >= 0 && static_cast<uint32_t>(d) < c.npsn) r = &c;
+      }
+      const uint32_t msn = r ? r->msn : msn_;
+      if (r == nullptr) r = alloc_resource();
+      if (r == nullptr) {
+        ++ctx_.counters.rx_dropped;
+        return;
+      }
+      const bool queued = r->queued;
+      *r = Resource{
+          Resource::Kind::kRead, psn, npsn, h.reth.va, h.reth.rkey, len, 0, msn, 0, r->age, true};
+      if (!queued)
+        queue_response(
+            {Response::Kind::kRead, psn, {}, static_cast<uint32_t>(r - resources_.data())});
+      return;
+    }
+    case wire::Kind::kCompareSwap:
+    case wire::Kind::kFetchAdd:
+      for (Resource& c : resources_) {
+        if (c.kind == Resource::Kind::kAtomic && c.first_psn == psn) {
+          if (!c.queued) {
+            c.queued = true;
+            queue_response(
+                {Response::Kind::kAtomic, psn, {}, static_cast<uint32_t>(&c - resources_.data())});
+          }
+          return;
+        }
+      }
+      // Older than every resource: the requester already has this result.
+      ++ctx_.counters.rx_dropped;
+      return;
+    default:
+      ++ctx_.counters.rx_dropped;
+      return;
+  }
+}
+
+void Responder::receive_uc(const RxPacket& pkt) {
+  const wire::TransportHeaders& h = *pkt.hdr;
+  const wire::OpcodeInfo& info = wire::opcode_info(h.bth.opcode);
+  // IBA 9.8.4: UC has no duplicates and no NAKs. A PSN gap abandons the message in progress;
+  // packets are taken up again at the next FIRST or ONLY.
+  if (h.bth.psn != epsn_) {
+    ++ctx_.counters.out_of_sequence;
+    if (in_msg_ != InMessage::kNone) uc_dropping_ = true;
+    in_msg_ = InMessage::kNone;
+  }
+  epsn_ = h.bth.psn + 1;
+  if (info.starts_message()) {
+    uc_dropping_ = false;
+    in_msg_ = InMessage::kNone;  // a message that lost its LAST is abandoned
+  } else if (uc_dropping_ || in_msg_ == InMessage::kNone) {
+    uc_dropping_ = true;
+    ++ctx_.counters.rx_dropped;
+    return;
+  }
+  Verdict v = check_op_sequence(info);
+  if (v == Verdict::kAccepted) v = check_length(info, pkt.payload.size());
+  if (v == Verdict::kAccepted) v = execute(h, info, pkt.payload);
+  if (v == Verdict::kAccepted) {
+    if (info.ends_message()) in_msg_ = InMessage::kNone, ++msn_;
+    return;
+  }
+  // Errors drop the rest of the message silently; a receive WQE already failed (length or
+  // protection) has been completed in error by the handler.
+  ++ctx_.counters.rx_dropped;
+  in_msg_ = InMessage::kNone;
+  uc_dropping_ = !info.ends_message();
+}
+
+void Responder::receive_ud(const RxPacket& pkt) {
+  const wire::TransportHeaders& h = *pkt.hdr;
+  const wire::OpcodeInfo& info = wire::opcode_info(h.bth.opcode);
+  // IBA 10.2.5 (C10-15): a datagram whose Q_Key differs from the QP's is discarded.
+  if (h.deth.qkey != ctx_.config.qkey || pkt.payload.size() > ctx_.mtu()) {
+    ++ctx_.counters.rx_dropped;
+    return;
+  }
+  recv_ = ctx_.rq().pop();
+  if (!recv_) {  // IBA 9.9.3: no receive WQE -> the datagram is silently dropped
+    ++ctx_.counters.rx_dropped;
+    return;
+  }
+  const uint32_t total = kGrhBytes + static_cast<uint32_t>(pkt.payload.size());
+  if (total > recv_->length) {
+    complete_recv(WcStatus::kLocLenErr, WcOpcode::kRecv, 0, 0, 0, h.deth.src_qp);
+    return;
+  }
+  // The first 40 bytes get the GRH. RoCEv2 over IPv4 has none: as rdma-core's mlx5 provider
+  // does, the IPv4 header goes in the last 20 of those bytes and the first 20 are zero.
+  std::array<uint8_t, kGrhBytes> grh{};
+  const uint32_t udp_len =
+      wire::kUdpBytes + info.header_bytes + total - kGrhBytes + h.bth.pad_count + wire::kIcrcBytes;
+  if (gid_is_ipv4(pkt.sgid)) {
+    wire::Ipv4 ip;
+    ip.total_length = static_cast<uint16_t>(wire::kIpv4Bytes + udp_len);
+    std::copy_n(pkt.sgid.begin() + 12, 4, ip.src.begin());
+    std::copy_n(pkt.dgid.begin() + 12, 4, ip.dst.begin());
+    wire::write_ipv4(ip, std::span(grh).subspan(20));
+  } else {
+    wire::Ipv6 ip;
+    ip.payload_length = static_cast<uint16_t>(udp_len);
+    ip.src = pkt.sgid;
+    ip.dst = pkt.dgid;
+    wire::write_ipv6(ip, grh);
+  }
+  if (!scatter(ctx_.memory, recv_->sge.data(), recv_->num_sge, 0, grh) ||
+      !scatter(ctx_.memory, recv_->sge.data(), recv_->num_sge, kGrhBytes, pkt.payload)) {
+    complete_recv(WcStatus::kLocProtErr, WcOpcode::kRecv, 0, 0, 0, h.deth.src_qp);
+    return;
+  }
+  uint32_t flags = kWcGrh;
+  if (info.has(wire::kImmDt)) flags |= kWcWithImm;
+  complete_recv(WcStatus::kSuccess, WcOpcode::kRecv, total, flags,
+                info.has(wire::kImmDt) ? h.imm : 0, h.deth.src_qp);
+}
+
+void Responder::complete_recv(WcStatus status, WcOpcode opcode, uint32_t byte_len, uint32_t flags,
+                              uint32_t imm_or_rkey, uint32_t src_qp) {
+  if (!recv_) return;
+  Completion c;
+  c.wr_id = recv_->wr_id;
+  c.status = status;
+  c.opcode = opcode;
+  c.byte_len = byte_len;
+  c.imm_or_invalidated_rkey = imm_or_rkey;
+  c.qp_num = ctx_.qpn;
+  c.src_qp = src_qp;
+  c.wc_flags = flags;
+  recv_.reset();
+  ctx_.push_recv(c);
+  // A failed receive WQE takes a connected QP to ERR (IBA 10.8.3.3); UD just reports it.
+  if (status != WcStatus::kSuccess && ctx_.type != QpType::kUd) ctx_.error_pending = true;
+}
+
+Responder::Resource* Responder::alloc_resource() {
+  Resource* best = nullptr;
+  for (Resource& r : resources_) {
+    if (r.queued) continue;
+    if (best == nullptr || r.kind == Resource::Kind::kFree ||
+        (best->kind != Resource::Kind::kFree && r.age < best->age))
+      best = &r;
+    if (best->kind == Resource::Kind::kFree) break;
+  }
+  if (best != nullptr) best->age = ++resource_clock_;
+  return best;
+}
+
+// ---- Responses -------------------------------------------------------------------------------
+
+void Responder::queue_response(const Response& r) {
+  if (resp_tail_ - resp_head_ == responses_.size()) {
+    ++ctx_.counters.responses_dropped;
+    return;
+  }
+  responses_[resp_tail_++ % responses_.size()] = r;
+}
+
+void Responder::queue_ack(Psn psn) {
+  unacked_ = 0;
+  if (resp_tail_ != resp_head_) {
+    Response& tail = responses_[(resp_tail_ - 1) % responses_.size()];
+    if (tail.kind == Response::Kind::kAck && tail.aeth.type() == wire::AckType::kAck) {
+      tail.psn = psn;  // a newer ACK supersedes one not yet sent
+      tail.aeth = wire::Aeth::ack(msn_);
+      return;
+    }
+  }
+  queue_response({Response::Kind::kAck, psn, wire::Aeth::ack(msn_), 0});
+}
+
+void Responder::queue_nak(Psn psn, wire::Aeth aeth) {
+  ++ctx_.counters.naks_sent;
+  queue_response({Response::Kind::kAck, psn, aeth, 0});
+}
+
+Nanos Responder::ready_at(Nanos now) const {
+  if (resp_head_ == resp_tail_) return kNever;
+  const Response& r = responses_[resp_head_ % responses_.size()];
+  if (r.kind != Response::Kind::kRead) return now;
+  if (ctx_.pacer.may_send(now, ctx_.mtu(), 0)) return now;
+  return std::max(now, ctx_.pacer.next_send_time(now, ctx_.mtu()));
+}
+
+bool Responder::build(Nanos now, TxPacket& out) {
+  if (resp_head_ == resp_tail_) return false;
+  Response& r = responses_[resp_head_ % responses_.size()];
+  wire::TransportHeaders h;
+  h.bth.pkey = ctx_.config.pkey;
+  h.bth.dest_qp = ctx_.config.dest_qpn;
+  out.payload_parts = 0;
+  out.payload_len = 0;
+  switch (r.kind) {
+    case Response::Kind::kAck:
+      h.bth.opcode = wire::op::kRcAck;
+      h.bth.psn = r.psn;
+      h.aeth = r.aeth;
+      ++resp_head_;
+      break;
+    case Response::Kind::kAtomic: {
+      Resource& res = resources_[r.resource];
+      h.bth.opcode = wire::op::kRcAtomicAck;
+      h.bth.psn = res.first_psn;
+      h.aeth = wire::Aeth::ack(res.msn);
+      h.atomic_ack.original = res.original;
+      res.queued = false;
+      ++resp_head_;
+      break;
+    }
+    case Response::Kind::kRead: {
+      Resource& res = resources_[r.resource];
+      const uint32_t mtu = ctx_.mtu();
+      const uint64_t offset = uint64_t{res.sent} * mtu;
+      const uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(mtu, res.length - offset));
+      if (!ctx_.pacer.may_send(now, len, 0)) return false;
+      if (len > 0) {
+        auto src = ctx_.memory.remote(res.rkey, res.va + offset, len, kAccessRemoteRead);
+        if (!src.ok()) {
+          // Deregistered since the request was checked: abandon; the requester times out.
+          ++ctx_.counters.responses_dropped;
+          res.queued = false;
+          ++resp_head_;
+          return false;
+        }
+        out.payload[0] = {*src, len};
+        out.payload_parts = 1;
+        out.payload_len = len;
+      }
+      const bool first = res.sent == 0, last = res.sent + 1 == res.npsn;
+      namespace op = wire::op;
+      h.bth.opcode = first && last ? op::kRcReadResponseOnly
+                     : first       ? op::kRcReadResponseFirst
+                     : last        ? op::kRcReadResponseLast
+                                   : op::kRcReadResponseMiddle;
+      h.bth.psn = res.first_psn + static_cast<int32_t>(res.sent);
+      h.bth.pad_count = wire::pad_for(len);
+      h.aeth = wire::Aeth::ack(res.msn);
+      ctx_.pacer.on_sent(now, len);
+      if (++res.sent == res.npsn) {
+        res.queued = false;
+        ++resp_head_;
+      }
+      break;
+    }
+  }
+  out.header_len = wire::write_transport_headers(h, out.header);
+  out.pad = h.bth.pad_count;
+  out.dest = &ctx_.config.path;
+  return true;
+}
+
+}  // namespace uroce::transport

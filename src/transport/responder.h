@@ -1,0 +1,108 @@
+#pragma once
+// Responder (IBA 9.7.5.1, 9.7.7 for RC; 9.8.4 for UC; 9.9 and 10.2.5 for UD): request packets ->
+// memory, receive completions, and the responses (ACK, NAK, READ responses, atomic ACKs) it
+// queues for transmit().
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "transport/qp_context.h"
+
+namespace uroce::transport {
+
+class Responder {
+ public:
+  explicit Responder(QpContext& ctx);
+
+  // Back to the state of a fresh QP (RESET); the next configure() sets the expected PSN.
+  void reset();
+  // Applies the parts of a new configuration that are safe to take now.
+  void configure();
+  void receive(const RxPacket& pkt, Nanos now);
+  // `now` if a response may go now, the pacer's time if it is paced, kNever if none is queued.
+  Nanos ready_at(Nanos now) const;
+  bool build(Nanos now, TxPacket& out);
+  // The receive WQE a message was being placed into, if any (flushed first on ERR).
+  std::optional<RecvWqe> take_current_recv();
+
+  Psn expected_psn() const { return epsn_; }
+  uint32_t msn() const { return msn_; }
+
+ private:
+  // What a request handler decided; finish() turns it into PSN/MSN updates and a response.
+  enum class Verdict : uint8_t {
+    kAccepted,     // executed; epsn moves past the packet
+    kResponded,    // READ/atomic: executed, its response queued (it is the acknowledgement)
+    kRnr,          // no receive WQE: RNR NAK (IBA 9.7.5.2.8)
+    kInvalid,      // NAK Invalid Request (IBA 9.7.5.2.4)
+    kAccess,       // NAK Remote Access Error (IBA 9.7.5.2.5)
+    kOperational,  // NAK Remote Operational Error (IBA 9.7.5.2.6)
+  };
+  enum class InMessage : uint8_t { kNone, kSend, kWrite };
+
+  struct Resource {  // one responder resource (IBA 9.7.7.2.1): a READ or an atomic
+    enum class Kind : uint8_t { kFree, kRead, kAtomic } kind = Kind::kFree;
+    Psn first_psn;
+    uint32_t npsn = 0;
+    uint64_t va = 0;
+    uint32_t rkey = 0;
+    uint32_t length = 0;
+    uint32_t sent = 0;  // READ response packets sent so far
+    uint32_t msn = 0;
+    uint64_t original = 0;  // atomic result, replayed for duplicates
+    uint64_t age = 0;
+    bool queued = false;  // has an entry in the response queue
+  };
+  struct Response {
+    enum class Kind : uint8_t { kAck, kRead, kAtomic } kind = Kind::kAck;
+    Psn psn;
+    wire::Aeth aeth;
+    uint32_t resource = 0;
+  };
+
+  void receive_rc(const RxPacket& pkt, Nanos now);
+  void receive_uc(const RxPacket& pkt);
+  void receive_ud(const RxPacket& pkt);
+  void on_duplicate(const wire::TransportHeaders& h);
+  Verdict check_op_sequence(const wire::OpcodeInfo& info) const;
+  Verdict check_length(const wire::OpcodeInfo& info, size_t payload) const;
+  Verdict execute(const wire::TransportHeaders& h, const wire::OpcodeInfo& info,
+                  std::span<const uint8_t> payload);
+  Verdict on_send(const wire::TransportHeaders& h, const wire::OpcodeInfo& info,
+                  std::span<const uint8_t> payload);
+  Verdict on_write(const wire::TransportHeaders& h, const wire::OpcodeInfo& info,
+                   std::span<const uint8_t> payload);
+  Verdict on_read(const wire::TransportHeaders& h);
+  Verdict on_atomic(const wire::TransportHeaders& h, const wire::OpcodeInfo& info);
+  void finish(Verdict v, const wire::TransportHeaders& h, const wire::OpcodeInfo& info);
+  // Completes the current receive WQE (success or error) and forgets it.
+  void complete_recv(WcStatus status, WcOpcode opcode, uint32_t byte_len, uint32_t flags,
+                     uint32_t imm_or_rkey, uint32_t src_qp = 0);
+  Resource* alloc_resource();
+  void queue_response(const Response& r);
+  void queue_ack(Psn psn);
+  void queue_nak(Psn psn, wire::Aeth aeth);
+  bool remote_ok(uint32_t qp_access) const { return (ctx_.config.qp_access_flags & qp_access); }
+
+  QpContext& ctx_;
+  bool started_ = false;  // a request was received since reset: keep epsn on configure()
+  Psn epsn_;
+  uint32_t msn_ = 0;
+  bool nak_outstanding_ = false;  // a sequence or RNR NAK was sent; drop until epsn arrives
+  uint32_t unacked_ = 0;
+  InMessage in_msg_ = InMessage::kNone;
+  std::optional<RecvWqe> recv_;  // WQE the current SEND is placed into
+  uint64_t recv_offset_ = 0;
+  uint64_t write_va_ = 0;
+  uint32_t write_rkey_ = 0;
+  uint64_t write_left_ = 0;  // bytes the current WRITE may still place
+  uint64_t write_total_ = 0;
+  bool uc_dropping_ = false;  // UC: the rest of a broken message is discarded (IBA 9.8.4)
+
+  std::vector<Resource> resources_;
+  uint64_t resource_clock_ = 0;
+  std::vector<Response> responses_;  // ring, fixed size
+  uint64_t resp_head_ = 0, resp_tail_ = 0;
+};
+
+}  // namespace uroce::transport

@@ -1,0 +1,95 @@
+#pragma once
+// The send queue: a fixed ring of send WQEs shared by the requester (which turns them into
+// packets) and the completer (which retires them, oldest first, into completions).
+#include <array>
+#include <cstdint>
+#include <vector>
+
+#include "common/check.h"
+#include "common/psn.h"
+#include "transport/types.h"
+
+namespace uroce::transport {
+
+enum class WqeState : uint8_t {
+  kPosted,  // no packet sent yet
+  kActive,  // PSNs assigned, some packets sent
+  kSent,    // every packet sent; waiting for the ACK / response (RC)
+  kDone,    // finished (status says how); the completer retires it in order
+};
+
+struct SendWqe {
+  // The work request, copied at post time (the caller's SGE list lives only during post_send).
+  uint64_t wr_id = 0;
+  WrOpcode opcode = WrOpcode::kSend;
+  uint32_t flags = 0;
+  uint32_t imm = 0;
+  uint32_t invalidate_rkey = 0;
+  uint64_t remote_addr = 0;
+  uint32_t rkey = 0;
+  uint64_t compare_add = 0, swap = 0;
+  AddressVector ah{};  // UD destination
+  uint32_t remote_qpn = 0, remote_qkey = 0;
+  std::array<Sge, kMaxSge> sge{};
+  uint32_t num_sge = 0;
+  uint64_t length = 0;
+  bool is_inline = false;  // payload lives in the QP's inline slot for this WQE
+
+  // Transport state.
+  WqeState state = WqeState::kPosted;
+  WcStatus status = WcStatus::kSuccess;
+  bool signaled = false;
+  Psn first_psn;
+  uint32_t npsn = 0;  // PSNs the request uses: packets sent, or READ response packets expected
+  uint64_t atomic_original = 0;
+
+  Psn last_psn() const { return first_psn + static_cast<int32_t>(npsn - 1); }
+  bool contains(Psn p) const {
+    const int32_t d = p.distance_from(first_psn);
+    return d >= 0 && static_cast<uint32_t>(d) < npsn;
+  }
+  bool is_read() const { return opcode == WrOpcode::kRdmaRead; }
+  bool is_atomic() const {
+    return opcode == WrOpcode::kAtomicCompareSwap || opcode == WrOpcode::kAtomicFetchAdd;
+  }
+  bool is_rd_atomic() const { return is_read() || is_atomic(); }
+};
+
+// Absolute positions (never wrap in practice: 2^64 WQEs) index a ring of `capacity` slots.
+class SendQueue {
+ public:
+  explicit SendQueue(uint32_t capacity) : ring_(capacity == 0 ? 1 : capacity) {}
+
+  bool full() const { return tail_ - head_ == ring_.size(); }
+  bool empty() const { return tail_ == head_; }
+  uint64_t head() const { return head_; }
+  uint64_t tail() const { return tail_; }
+  uint32_t capacity() const { return static_cast<uint32_t>(ring_.size()); }
+  uint32_t slot(uint64_t pos) const { return static_cast<uint32_t>(pos % ring_.size()); }
+
+  SendWqe& at(uint64_t pos) {
+    UROCE_DCHECK(pos >= head_ && pos < tail_);
+    return ring_[slot(pos)];
+  }
+  const SendWqe& at(uint64_t pos) const {
+    UROCE_DCHECK(pos >= head_ && pos < tail_);
+    return ring_[slot(pos)];
+  }
+  SendWqe& push() {
+    UROCE_CHECK(!full());
+    SendWqe& w = ring_[slot(tail_++)];
+    w = SendWqe{};
+    return w;
+  }
+  void pop() {
+    UROCE_CHECK(!empty());
+    ++head_;
+  }
+  void clear() { head_ = tail_ = 0; }
+
+ private:
+  std::vector<SendWqe> ring_;
+  uint64_t head_ = 0, tail_ = 0;
+};
+
+}  // namespace uroce::transport
