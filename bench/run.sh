@@ -1,0 +1,163 @@
+#!/usr/bin/env bash
+# One run of uroce's benchmarks on this machine (see bench/README.md):
+#   1. the raw UDP ceiling (bench/udp_ceiling): one datagram per system call, sendmmsg/recvmmsg,
+#      UDP GSO/GRO, the same through uroce's UdpLink, and busy-polling ping-pong latency;
+#   2. what users would pick instead: TCP (qperf tcp_bw/tcp_lat) and UCX over TCP (ucx_perftest
+#      with UCX_TLS=tcp: put bandwidth and latency);
+#   3. uroce bench (write/read/send bandwidth at 64 KiB and 1 MiB, message rate at 8 B, latency
+#      at 8 B and 4 KiB), each as a ratio to the ceiling.
+# Everything runs on the same two addresses, A and B.
+#
+# Usage: bench/run.sh [BUILD_DIR]   (default build/release; built here if udp_ceiling is absent)
+# Environment: A, B (addresses, default 127.0.0.1 and 127.0.0.2), SECONDS_EACH (default 2),
+#   REPEAT (runs of each ceiling figure, the best is kept; default 3), UROCE (the uroce binary).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build/release}
+A=${A:-127.0.0.1}
+B=${B:-127.0.0.2}
+SECS=${SECONDS_EACH:-2}
+REPEAT=${REPEAT:-3}
+UROCE=${UROCE:-$BUILD/tools/uroce}
+CEIL=$BUILD/bench/udp_ceiling
+MTU_DGRAM=4150  # a 4096-byte payload with BTH, RETH, ImmDt and ICRC, rounded up
+
+if [[ ! -x $CEIL ]]; then
+  echo "# building udp_ceiling in $BUILD"
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null &&
+    ninja -C "$BUILD" -j2 udp_ceiling >/dev/null || { echo "build failed"; exit 1; }
+fi
+
+declare -A FIG  # figures by name, for the ratios at the end
+started=()
+cleanup() { for p in "${started[@]}"; do kill "$p" 2>/dev/null; done; }
+trap cleanup EXIT
+
+field() { sed -n "s/.*$1=\([0-9.]*\).*/\1/p"; }
+# best NAME FIELD max|min CMD...: runs CMD REPEAT times, keeps the best FIELD value.
+best() {
+  local name=$1 key=$2 dir=$3; shift 3
+  local bestv="" v line
+  for ((i = 0; i < REPEAT; i++)); do
+    line=$("$@" 2>&1 | tail -1)
+    v=$(echo "$line" | field "$key")
+    [[ -z $v ]] && { echo "  $name: failed: $line"; continue; }
+    if [[ -z $bestv ]] || awk -v a="$v" -v b="$bestv" -v d="$dir" \
+      'BEGIN { exit !((d == "max" && a > b) || (d == "min" && a < b)) }'; then bestv=$v; fi
+  done
+  FIG[$name]=$bestv
+  printf '  %-34s %s %s\n' "$name" "${bestv:-n/a}" "$key"
+}
+
+echo "# uroce benchmarks: $(date -u +%FT%TZ), $(uname -r), $(nproc) cores, A=$A B=$B," \
+  "${SECS}s per figure, best of $REPEAT; load: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+echo "## 1. UDP ceiling ($MTU_DGRAM-byte datagrams unless noted)"
+for mode in single mmsg gso link-single link-mmsg link-gso; do  # link-*: through UdpLink
+  best "${mode/link-/link_}" gbps max $CEIL --mode $mode --size $MTU_DGRAM --seconds "$SECS" --a "$A" --b "$B"
+done
+# Message-rate ceiling: the datagram of an 8-byte RoCE SEND (BTH 12 + 8 + ICRC 4).
+for mode in mmsg gso link-gso; do
+  best "${mode/link-/link_}_24B" mpps max $CEIL --mode $mode --size 24 --seconds "$SECS" --a "$A" --b "$B"
+done
+for size in 8 4096; do
+  best "udp_pingpong_${size}B" half_rtt_us min \
+    $CEIL --mode pingpong --size $size --seconds "$SECS" --a "$A" --b "$B"
+  best "link_pingpong_${size}B" half_rtt_us min \
+    $CEIL --mode link-pingpong --size $((size + 16)) --seconds "$SECS" --a "$A" --b "$B"
+done
+
+echo "## 2. What users would pick instead"
+QPORT=19765
+if command -v qperf >/dev/null; then
+  qperf --listen_port $QPORT >/dev/null 2>&1 &
+  started+=($!)
+  sleep 0.5
+  for size in 65536 1048576; do
+    v=$(qperf "$B" --listen_port $QPORT -t "$SECS" -ub -m $size tcp_bw 2>&1 | sed -n 's/.*bw *= *\([0-9.]*\) Gb\/sec.*/\1/p')
+    FIG[tcp_bw_$size]=$v
+    printf '  %-34s %s gbps\n' "tcp_bw (qperf, $size B)" "${v:-n/a}"
+  done
+  for size in 8 4096; do
+    v=$(qperf "$B" --listen_port $QPORT -t "$SECS" -m $size tcp_lat 2>&1 | sed -n 's/.*latency *= *\([0-9.]*\) us.*/\1/p')
+    FIG[tcp_lat_$size]=$v
+    printf '  %-34s %s us (half round trip)\n' "tcp_lat (qperf, $size B)" "${v:-n/a}"
+  done
+else
+  echo "  qperf: not installed (apt-get install qperf)"
+fi
+
+if command -v ucx_perftest >/dev/null; then
+  UPORT=13337
+  # ucx_perftest's server answers one test and exits, so each test starts its own.
+  ucx() {
+    UCX_TLS=tcp UCX_NET_DEVICES=lo ucx_perftest -p $UPORT >/dev/null 2>&1 &
+    started+=($!)
+    sleep 1
+    UCX_TLS=tcp UCX_NET_DEVICES=lo timeout 60 ucx_perftest "$B" -p $UPORT "$@" 2>&1 | awk '/^Final:/ { print }'
+  }
+  for size in 65536 1048576; do
+    iters=$((size > 65536 ? 2000 : 20000))
+    line=$(ucx -t ucp_put_bw -s $size -n $iters)
+    # Final: iterations, overhead 50%/avg/overall, MB/s avg/overall, msg/s avg/overall
+    v=$(echo "$line" | awk '{ printf "%.2f", $7 * 8 * 1048576 / 1e9 }')
+    FIG[ucx_bw_$size]=$v
+    printf '  %-34s %s gbps\n' "ucx put_bw (tcp, $size B)" "${line:+$v}"
+  done
+  for size in 8 4096; do
+    line=$(ucx -t ucp_put_lat -s $size -n 20000)
+    v=$(echo "$line" | awk '{ print $3 }')
+    FIG[ucx_lat_$size]=$v
+    printf '  %-34s %s us (half round trip, median)\n' "ucx put_lat (tcp, $size B)" "${line:+$v}"
+  done
+else
+  echo "  ucx_perftest: not installed (apt-get install ucx-utils)"
+fi
+
+echo "## 3. uroce bench, as a ratio to the UDP ceiling"
+# ==== SLOTS for `uroce bench` ====
+# Each slot runs one `uroce bench` command that prints its figure on its last line as
+# `value=<number>` (Gb/s, Mpps or microseconds as the slot says). Whoever finishes the uroce
+# command line edits the commands in uroce_cmd() below; nothing else needs to change.
+uroce_cmd() {  # NAME -> the command for that figure (server side is started by uroce itself)
+  case $1 in
+    write_bw_65536) echo "$UROCE bench write --size 65536 --local $A --remote $B --seconds $SECS" ;;
+    write_bw_1048576) echo "$UROCE bench write --size 1048576 --local $A --remote $B --seconds $SECS" ;;
+    read_bw_65536) echo "$UROCE bench read --size 65536 --local $A --remote $B --seconds $SECS" ;;
+    read_bw_1048576) echo "$UROCE bench read --size 1048576 --local $A --remote $B --seconds $SECS" ;;
+    send_bw_65536) echo "$UROCE bench send --size 65536 --local $A --remote $B --seconds $SECS" ;;
+    send_bw_1048576) echo "$UROCE bench send --size 1048576 --local $A --remote $B --seconds $SECS" ;;
+    msg_rate_8) echo "$UROCE bench send --rate --size 8 --local $A --remote $B --seconds $SECS" ;;
+    lat_8) echo "$UROCE bench write --latency --size 8 --local $A --remote $B --seconds $SECS" ;;
+    lat_4096) echo "$UROCE bench write --latency --size 4096 --local $A --remote $B --seconds $SECS" ;;
+  esac
+}
+# slot NAME UNIT CEILING_NAME higher|lower
+slot() {
+  local name=$1 unit=$2 ceil=${FIG[$3]:-} better=$4 v=""
+  if [[ ! -x $UROCE ]]; then
+    printf '  %-34s (not run: %s absent)  ceiling %s %s\n' "$name" "$UROCE" "${ceil:-n/a}" "$unit"
+    return
+  fi
+  v=$($(uroce_cmd "$name") 2>&1 | tail -1 | field value)
+  if [[ -z $v ]]; then
+    printf '  %-34s (failed: %s)\n' "$name" "$(uroce_cmd "$name")"
+    return
+  fi
+  local ratio=n/a
+  if [[ -n $ceil ]]; then
+    if [[ $better == higher ]]; then
+      ratio=$(awk -v v="$v" -v c="$ceil" 'BEGIN { printf "%.2f of the ceiling", v / c }')
+    else
+      ratio=$(awk -v v="$v" -v c="$ceil" 'BEGIN { printf "%.2fx the ceiling latency", v / c }')
+    fi
+  fi
+  printf '  %-34s %s %s  (%s; ceiling %s)\n' "$name" "$v" "$unit" "$ratio" "$ceil"
+}
+for op in write read send; do
+  for size in 65536 1048576; do slot ${op}_bw_$size gbps gso higher; done
+done
+slot msg_rate_8 mpps gso_24B higher
+slot lat_8 us udp_pingpong_8B lower
+slot lat_4096 us udp_pingpong_4096B lower
+# ==== end of SLOTS ====
