@@ -149,6 +149,29 @@ uint32_t write_ip_udp(const IpEndpoints& ep, size_t udp_len, std::span<uint8_t> 
   return ip_len + write_udp(udp, out.subspan(ip_len));
 }
 
+// The Internet checksum's one's-complement sum (RFC 1071) of `b`, continuing `sum`.
+uint32_t ones_sum(uint32_t sum, std::span<const uint8_t> b) {
+  size_t i = 0;
+  for (; i + 1 < b.size(); i += 2) sum += load_be16(&b[i]);
+  if (i < b.size()) sum += uint32_t{b[i]} << 8;
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  return sum;
+}
+
+// IPv6 requires a UDP checksum (RFC 8200 section 8.1: zero is not allowed, and receivers such as
+// Linux and Wireshark treat it as an error). RoCEv2 masks it out of the ICRC, so it is filled in
+// last, over the finished packet. IPv4 may send zero ("no checksum"), and uroce does.
+void fill_udp_checksum_ipv6(std::span<uint8_t> ip_packet) {
+  uint8_t* udp = ip_packet.data() + kIpv6Bytes;
+  const size_t udp_len = ip_packet.size() - kIpv6Bytes;
+  store_be16(udp + 6, 0);
+  uint32_t sum = ones_sum(0, ip_packet.subspan(8, 32));  // source and destination addresses
+  sum += static_cast<uint32_t>(udp_len >> 16) + static_cast<uint32_t>(udp_len & 0xffff) + 17;
+  sum = ones_sum(sum, ip_packet.subspan(kIpv6Bytes));
+  const uint16_t csum = static_cast<uint16_t>(~sum);
+  store_be16(udp + 6, csum == 0 ? 0xffff : csum);
+}
+
 // The largest UDP payload an IP packet can carry (the IPv4 total length is 16 bits).
 size_t max_udp_payload(bool ipv6) {
   return 0xffff - kUdpBytes - (ipv6 ? 0 : kIpv4Bytes);
@@ -228,6 +251,7 @@ uint32_t build_ip_packet(const IpEndpoints& ep, const TransportHeaders& hdr,
   std::memset(body + payload.size(), 0, pad);
   const size_t icrc_at = total - kIcrcBytes;
   store_icrc(out.data() + icrc_at, compute_icrc(out.first(icrc_at)));
+  if (ep.ipv6) fill_udp_checksum_ipv6(out.first(total));
   return static_cast<uint32_t>(total);
 }
 

@@ -137,7 +137,8 @@ uint32_t compute_icrc(std::span<const uint8_t> headers, std::span<const uint8_t>
 
 // Builds a complete IP packet: IP header, UDP, transport headers, payload, pad, ICRC. Returns the
 // bytes written, or 0 if `out` is too small, the packet too big for IP, or `payload` not empty
-// on an opcode that carries none.
+// on an opcode that carries none. The UDP checksum is 0 over IPv4 (none) and computed over IPv6,
+// where it is mandatory; parsers ignore it, as the ICRC does.
 struct IpEndpoints {
   bool ipv6 = false;
   std::array<uint8_t, 16> src{};  // IPv4 uses the first 4 bytes
