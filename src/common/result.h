@@ -43,6 +43,9 @@ class [[nodiscard]] Result {
 // Helper to write `return Err(EINVAL);` from a function returning Result<T>.
 template <typename E>
 struct Err {
+  // A constructor rather than aggregate initialisation from parentheses, which clang before 16
+  // (the fuzz build uses clang-14) does not support.
+  constexpr Err(E e) : error(e) {}  // NOLINT: implicit by design
   E error;
   template <typename T>
   operator Result<T, E>() const {  // NOLINT: implicit by design
