@@ -90,11 +90,14 @@ fi
 if command -v ucx_perftest >/dev/null; then
   UPORT=13337
   # ucx_perftest's server answers one test and exits, so each test starts its own.
+  # It runs inside $(...), a subshell, so it stops its own server rather than leave it to the trap.
   ucx() {
     UCX_TLS=tcp UCX_NET_DEVICES=lo ucx_perftest -p $UPORT >/dev/null 2>&1 &
-    started+=($!)
+    local server=$!
     sleep 1
     UCX_TLS=tcp UCX_NET_DEVICES=lo timeout 60 ucx_perftest "$B" -p $UPORT "$@" 2>&1 | awk '/^Final:/ { print }'
+    kill $server 2>/dev/null
+    wait $server 2>/dev/null
   }
   for size in 65536 1048576; do
     iters=$((size > 65536 ? 2000 : 20000))
@@ -105,7 +108,7 @@ if command -v ucx_perftest >/dev/null; then
     printf '  %-34s %s gbps\n' "ucx put_bw (tcp, $size B)" "${line:+$v}"
   done
   for size in 8 4096; do
-    line=$(ucx -t ucp_put_lat -s $size -n 20000)
+    line=$(ucx -t ucp_put_lat -s $size -n 10000)
     v=$(echo "$line" | awk '{ print $3 }')
     FIG[ucx_lat_$size]=$v
     printf '  %-34s %s us (half round trip, median)\n' "ucx put_lat (tcp, $size B)" "${line:+$v}"

@@ -7,7 +7,9 @@
 //   gso     UDP_SEGMENT sends of up to 64 segments, UDP_GRO receives
 //   link-*  the same traffic through uroce's UdpLink (RC WRITE MIDDLE packets of the same
 //           datagram size, ICRC built and checked), with the same choice of batching
-// and a ping-pong for latency (busy-polling, non-blocking receives), raw or through the link.
+// and a ping-pong for latency (busy-polling non-blocking receives, yielding the CPU between
+// empty polls so two spinning threads on a small machine do not starve each other), raw or
+// through the link.
 // Throughput is what the receiver got (datagrams lost to a full receive buffer do not count).
 //
 // Usage: udp_ceiling [--mode M] [--size BYTES] [--seconds S] [--a ADDR] [--b ADDR]
@@ -17,6 +19,7 @@
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -204,6 +207,8 @@ void raw_pingpong(const Args& a) {
       if (n > 0)
         ::sendto(fb, in.data(), static_cast<size_t>(n), 0, reinterpret_cast<const sockaddr*>(&to_a),
                  sizeof to_a);
+      else
+        sched_yield();  // on a busy 2-core machine, let the peer run instead of spinning it out
     }
   });
   uint64_t rounds = 0;
@@ -212,8 +217,10 @@ void raw_pingpong(const Args& a) {
   while (elapsed_s(t0) < a.seconds) {
     ::sendto(fa, buf.data(), a.size, 0, reinterpret_cast<const sockaddr*>(&to_b), sizeof to_b);
     const auto sent = Clock::now();
-    while (::recv(fa, in.data(), in.size(), MSG_DONTWAIT) < 0)
+    while (::recv(fa, in.data(), in.size(), MSG_DONTWAIT) < 0) {
       if (elapsed_s(sent) > 1.0) break;  // lost: bounded wait, counts as a (slow) round
+      sched_yield();
+    }
     ++rounds;
   }
   const double secs = elapsed_s(t0);
@@ -312,7 +319,8 @@ void link_pingpong(const Args& a) {
       lb->transmit(to_a.tx);
       lb->flush();
     };
-    while (!stop.load(std::memory_order_relaxed)) lb->poll(reply, 16);
+    while (!stop.load(std::memory_order_relaxed))
+      if (lb->poll(reply, 16) == 0) sched_yield();
   });
   uint64_t rounds = 0;
   bool back = false;
@@ -323,7 +331,8 @@ void link_pingpong(const Args& a) {
     la->transmit(to_b.tx);
     la->flush();
     const auto sent = Clock::now();
-    while (!back && elapsed_s(sent) < 1.0) la->poll(got, 16);
+    while (!back && elapsed_s(sent) < 1.0)
+      if (la->poll(got, 16) == 0) sched_yield();
     ++rounds;
   }
   const double secs = elapsed_s(t0);
