@@ -1,5 +1,6 @@
 // IPv4, IPv6, UDP, Ethernet, the ICRC, and whole RoCEv2 packets.
 #include <algorithm>
+#include <bit>
 #include <cstring>
 
 #include "common/bytes.h"
@@ -149,13 +150,33 @@ uint32_t write_ip_udp(const IpEndpoints& ep, size_t udp_len, std::span<uint8_t> 
   return ip_len + write_udp(udp, out.subspan(ip_len));
 }
 
-// The Internet checksum's one's-complement sum (RFC 1071) of `b`, continuing `sum`.
+// The Internet checksum's one's-complement sum (RFC 1071) of `b`, continuing `sum`. RFC 1071
+// section 2 lets it add wider words in the machine's byte order and swap once at the end, which
+// the compiler vectorises: several times faster than 16-bit big-endian steps.
 uint32_t ones_sum(uint32_t sum, std::span<const uint8_t> b) {
+  uint64_t acc = 0;
   size_t i = 0;
-  for (; i + 1 < b.size(); i += 2) sum += load_be16(&b[i]);
-  if (i < b.size()) sum += uint32_t{b[i]} << 8;
-  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
-  return sum;
+  for (; i + 8 <= b.size(); i += 8) {
+    uint64_t w;
+    std::memcpy(&w, &b[i], 8);
+    acc += (w & 0xffffffff) + (w >> 32);
+  }
+  for (; i + 2 <= b.size(); i += 2) {
+    uint16_t w;
+    std::memcpy(&w, &b[i], 2);
+    acc += w;
+  }
+  if (i < b.size()) {
+    // An odd last byte is the high half of a zero-padded big-endian word.
+    acc += std::endian::native == std::endian::little ? uint32_t{b[i]} : uint32_t{b[i]} << 8;
+  }
+  while (acc >> 16) acc = (acc & 0xffff) + (acc >> 16);
+  uint32_t be = static_cast<uint32_t>(acc);
+  if constexpr (std::endian::native == std::endian::little)
+    be = static_cast<uint32_t>(__builtin_bswap16(static_cast<uint16_t>(be)));
+  be += sum;
+  while (be >> 16) be = (be & 0xffff) + (be >> 16);
+  return be;
 }
 
 // IPv6 requires a UDP checksum (RFC 8200 section 8.1: zero is not allowed, and receivers such as
