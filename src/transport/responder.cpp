@@ -432,8 +432,8 @@ void Responder::receive_ud(const RxPacket& pkt) {
     complete_recv(WcStatus::kLocLenErr, WcOpcode::kRecv, 0, 0, 0, h.deth.src_qp);
     return;
   }
-  // The first 40 bytes get the GRH. RoCEv2 over IPv4 has none: as rdma-core's mlx5 provider
-  // does, the IPv4 header goes in the last 20 of those bytes and the first 20 are zero.
+  // The first 40 bytes get the GRH. RoCEv2 over IPv4 has none: as mlx5 and Linux's
+  // union rdma_network_hdr lay it out, 20 bytes of zeros come first, then the IPv4 header.
   std::array<uint8_t, kGrhBytes> grh{};
   const uint32_t udp_len =
       wire::kUdpBytes + info.header_bytes + total - kGrhBytes + h.bth.pad_count + wire::kIcrcBytes;

@@ -1,0 +1,240 @@
+// UC (no ACKs; a gap drops the rest of a message), UD (Q_Key, GRH, one packet per message) and
+// receive queues shared between QPs.
+#include "pair.h"
+
+namespace uroce::transport::test {
+namespace {
+
+namespace op = wire::op;
+
+TEST(Uc, SendsWithoutAcksAndCompletesWhenTheLastPacketLeaves) {
+  QpConfig cfg;
+  cfg.path_mtu_bytes = 256;
+  Pair p(QpType::kUc, cfg);
+  auto& src = p.a.memory.add(600, 0);
+  auto& dst = p.b.memory.add(1024, kAccessLocalWrite);
+  src.data = pattern(600);
+  ASSERT_EQ(p.b.post_recv(1, dst, 1024), 0);
+  Sge s{src.va, 600, src.key};
+  ASSERT_EQ(p.a.qp->post_send(make_wr(1, WrOpcode::kSend, &s, 1)), 0);
+  EXPECT_EQ(p.a.run(p.now), 3u);
+  EXPECT_EQ(p.a.out.packets[0].opcode(), op::kUcBase | op::kRcSendFirst);
+  EXPECT_FALSE(p.a.out.packets[2].hdr.bth.ack_req);
+  EXPECT_EQ(p.a.send_cq.pop().status, WcStatus::kSuccess);  // no ACK needed
+  EXPECT_EQ(p.a.qp->next_deadline(p.now), kNever);          // and no timer
+  p.pump();
+  EXPECT_EQ(p.b.out.packets.size(), 0u);
+  EXPECT_EQ(p.b.recv_cq.pop().byte_len, 600u);
+  EXPECT_TRUE(std::equal(src.data.begin(), src.data.end(), dst.data.begin()));
+}
+
+TEST(Uc, LostMiddlePacketDropsTheRestOfTheMessageAndTheWqeIsReused) {
+  QpConfig cfg;
+  cfg.path_mtu_bytes = 256;
+  Pair p(QpType::kUc, cfg);
+  auto& src = p.a.memory.add(600, 0);
+  auto& dst = p.b.memory.add(1024, kAccessLocalWrite);
+  src.data = pattern(600);
+  ASSERT_EQ(p.b.post_recv(1, dst, 1024), 0);
+  Sge s{src.va, 600, src.key};
+  ASSERT_EQ(p.a.qp->post_send(make_wr(1, WrOpcode::kSend, &s, 1)), 0);
+  Sge s2{src.va, 100, src.key};
+  ASSERT_EQ(p.a.qp->post_send(make_wr(2, WrOpcode::kSendWithImm, &s2, 1)), 0);
+  int n = 0;
+  p.drop = [&](const Packet&, bool from_a) { return from_a && n++ == 1; };  // the MIDDLE
+  p.pump();
+  EXPECT_EQ(p.a.send_cq.entries.size(), 2u);
+  ASSERT_EQ(p.b.recv_cq.entries.size(), 1u);
+  Completion c = p.b.recv_cq.pop();
+  EXPECT_EQ(c.wr_id, 1u);  // the broken message's WQE took the next message
+  EXPECT_EQ(c.byte_len, 100u);
+  EXPECT_EQ(c.wc_flags, uint32_t{kWcWithImm});
+  EXPECT_EQ(p.b.qp->counters().out_of_sequence, 1u);
+  EXPECT_GE(p.b.qp->counters().rx_dropped, 1u);
+}
+
+TEST(Uc, WriteWithBadRkeyIsDroppedSilently) {
+  Pair p(QpType::kUc);
+  auto& src = p.a.memory.add(64, 0);
+  Sge s{src.va, 64, src.key};
+  SendWr wr = make_wr(1, WrOpcode::kRdmaWrite, &s, 1);
+  wr.rkey = 0x4444;
+  ASSERT_EQ(p.a.qp->post_send(wr), 0);
+  p.pump();
+  EXPECT_EQ(p.a.send_cq.pop().status, WcStatus::kSuccess);
+  EXPECT_EQ(p.b.qp->state(), QpState::kRts);
+  EXPECT_EQ(p.b.qp->counters().tx_packets, 0u);
+  EXPECT_EQ(p.b.qp->counters().rx_dropped, 1u);
+}
+
+TEST(Uc, ReadAndAtomicsAreNotValidOnUc) {
+  Endpoint e{QpType::kUc, 1};
+  auto& m = e.memory.add(64, kAccessLocalWrite);
+  e.bring_up({});
+  Sge s{m.va, 8, m.key};
+  EXPECT_EQ(e.qp->post_send(make_wr(1, WrOpcode::kRdmaRead, &s, 1)), EINVAL);
+  EXPECT_EQ(e.qp->post_send(make_wr(1, WrOpcode::kAtomicFetchAdd, &s, 1)), EINVAL);
+  EXPECT_EQ(e.qp->post_send(make_wr(1, WrOpcode::kSendWithInvalidate, &s, 1)), EINVAL);
+}
+
+struct Ud : ::testing::Test {
+  Endpoint a{QpType::kUd, 0x31}, b{QpType::kUd, 0x32};
+  FakeMemory::Region* src = nullptr;
+  FakeMemory::Region* dst = nullptr;
+  AddressVector ah;
+  void SetUp() override {
+    QpConfig cfg;
+    cfg.path_mtu_bytes = 1024;
+    cfg.qkey = 0x11111111;
+    a.bring_up(cfg);
+    cfg.qkey = 0x22222222;
+    b.bring_up(cfg);
+    src = &a.memory.add(2048, 0);
+    src->data = pattern(2048);
+    dst = &b.memory.add(4096, kAccessLocalWrite);
+    ah.dgid = gid_from_ipv4({10, 0, 0, 2});
+  }
+  SendWr ud_wr(uint64_t id, const Sge& s, uint32_t qkey, WrOpcode opc = WrOpcode::kSend) {
+    SendWr w = make_wr(id, opc, &s, 1);
+    w.ah = &ah;
+    w.remote_qpn = 0x32;
+    w.remote_qkey = qkey;
+    return w;
+  }
+};
+
+TEST_F(Ud, DatagramCarriesDethAndLandsAfterA40ByteGrh) {
+  Sge s{src->va, 100, src->key};
+  SendWr w = ud_wr(5, s, 0x22222222, WrOpcode::kSendWithImm);
+  w.imm = 0xabcdef01;
+  ASSERT_EQ(a.qp->post_send(w), 0);
+  ASSERT_EQ(a.run(0), 1u);
+  Packet p = a.out.pop();
+  EXPECT_EQ(p.opcode(), op::kUdSendOnlyImm);
+  EXPECT_EQ(p.hdr.deth.qkey, 0x22222222u);
+  EXPECT_EQ(p.hdr.deth.src_qp, 0x31u);
+  EXPECT_EQ(p.hdr.bth.dest_qp, 0x32u);
+  ASSERT_NE(p.dest, nullptr);
+  EXPECT_EQ(p.dest->dgid, ah.dgid);
+  EXPECT_EQ(a.send_cq.pop().status, WcStatus::kSuccess);
+  ASSERT_EQ(b.post_recv(9, *dst, 4096), 0);
+  b.deliver(p);
+  Completion c = b.recv_cq.pop();
+  EXPECT_EQ(c.status, WcStatus::kSuccess);
+  EXPECT_EQ(c.byte_len, 140u);
+  EXPECT_EQ(c.src_qp, 0x31u);
+  EXPECT_EQ(c.wc_flags, uint32_t{kWcGrh | kWcWithImm});
+  EXPECT_EQ(c.imm_or_invalidated_rkey, 0xabcdef01u);
+  // RoCEv2 over IPv4: 20 zero bytes, then the IPv4 header with the sender's address.
+  EXPECT_TRUE(std::all_of(dst->data.begin(), dst->data.begin() + 20, [](uint8_t x) { return !x; }));
+  EXPECT_EQ(dst->data[20], 0x45);
+  EXPECT_EQ(dst->data[20 + 9], 17);  // UDP
+  EXPECT_EQ(dst->data[20 + 12], 10);
+  EXPECT_EQ(dst->data[20 + 15], 1);  // source 10.0.0.1 (Packet::rx)
+  EXPECT_EQ(dst->data[20 + 19], 2);  // destination 10.0.0.2
+  EXPECT_TRUE(std::equal(src->data.begin(), src->data.begin() + 100, dst->data.begin() + 40));
+}
+
+TEST_F(Ud, Ipv6SourceFillsTheWholeGrh) {
+  Sge s{src->va, 10, src->key};
+  ASSERT_EQ(a.qp->post_send(ud_wr(1, s, 0x22222222)), 0);
+  a.run(0);
+  Packet p = a.out.pop();
+  ASSERT_EQ(b.post_recv(9, *dst, 4096), 0);
+  RxPacket rx = p.rx();
+  rx.sgid = Gid{0xfe, 0x80, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
+  b.qp->receive(rx, 0);
+  EXPECT_EQ(b.recv_cq.pop().byte_len, 50u);
+  EXPECT_EQ(dst->data[0] >> 4, 6);
+  EXPECT_EQ(dst->data[6], 17);
+  EXPECT_TRUE(std::equal(rx.sgid.begin(), rx.sgid.end(), dst->data.begin() + 8));
+}
+
+TEST_F(Ud, QkeyMismatchIsDroppedAndHighBitUsesTheQpQkey) {
+  Sge s{src->va, 10, src->key};
+  ASSERT_EQ(a.qp->post_send(ud_wr(1, s, 0x80000000)), 0);  // use a's own qkey
+  a.run(0);
+  Packet p = a.out.pop();
+  EXPECT_EQ(p.hdr.deth.qkey, 0x11111111u);
+  ASSERT_EQ(b.post_recv(9, *dst, 4096), 0);
+  b.deliver(p);  // b's qkey differs
+  EXPECT_TRUE(b.recv_cq.entries.empty());
+  EXPECT_EQ(b.qp->counters().rx_dropped, 1u);
+}
+
+TEST_F(Ud, NoReceiveWqeDropsAndShortBufferIsLocLenErr) {
+  Sge s{src->va, 100, src->key};
+  ASSERT_EQ(a.qp->post_send(ud_wr(1, s, 0x22222222)), 0);
+  ASSERT_EQ(a.qp->post_send(ud_wr(2, s, 0x22222222)), 0);
+  a.run(0);
+  b.deliver(a.out.pop());
+  EXPECT_EQ(b.qp->counters().rx_dropped, 1u);
+  ASSERT_EQ(b.post_recv(9, *dst, 139), 0);  // one byte short of GRH + payload
+  b.deliver(a.out.pop());
+  EXPECT_EQ(b.recv_cq.pop().status, WcStatus::kLocLenErr);
+  EXPECT_EQ(b.qp->state(), QpState::kRts);  // UD stays up
+}
+
+TEST_F(Ud, MessageOverMtuIsLocLenErrAndOnlySendIsValid) {
+  Sge s{src->va, 1025, src->key};
+  ASSERT_EQ(a.qp->post_send(ud_wr(1, s, 0x22222222)), 0);
+  EXPECT_EQ(a.run(0), 0u);
+  EXPECT_EQ(a.send_cq.pop().status, WcStatus::kLocLenErr);
+  Endpoint e{QpType::kUd, 1};
+  e.bring_up({});
+  SendWr w = ud_wr(1, s, 0);
+  w.opcode = WrOpcode::kRdmaWrite;
+  EXPECT_EQ(e.qp->post_send(w), EINVAL);
+  w.opcode = WrOpcode::kSend;
+  w.ah = nullptr;
+  EXPECT_EQ(e.qp->post_send(w), EINVAL);
+}
+
+TEST(RecvQueueTest, BoundedFifoWithLimitHook) {
+  RecvQueue rq(3, 2);
+  Sge sg[3] = {};
+  EXPECT_EQ(rq.post(RecvWr{1, std::span<const Sge>(sg, 3)}), EINVAL);
+  for (uint64_t i = 0; i < 3; ++i) EXPECT_EQ(rq.post(RecvWr{i, std::span<const Sge>(sg, 1)}), 0);
+  EXPECT_EQ(rq.post(RecvWr{9, std::span<const Sge>(sg, 1)}), ENOMEM);
+  int fired = 0;
+  rq.set_limit_hook([&] { ++fired; });
+  rq.arm_limit(2);
+  EXPECT_EQ(rq.pop()->wr_id, 0u);  // 2 left: not below the limit
+  EXPECT_EQ(fired, 0);
+  EXPECT_EQ(rq.pop()->wr_id, 1u);  // 1 left: fires once and disarms
+  EXPECT_EQ(fired, 1);
+  EXPECT_EQ(rq.limit(), 0u);
+  EXPECT_EQ(rq.pop()->wr_id, 2u);
+  EXPECT_EQ(fired, 1);
+  EXPECT_FALSE(rq.pop().has_value());
+}
+
+TEST(Srq, TwoQpsConsumeOneSharedQueueAndErrDoesNotFlushIt) {
+  FakeMemory mem;
+  FakeCq scq, rcq;
+  RecvQueue srq(8, 1);
+  auto& buf = mem.add(1024, kAccessLocalWrite);
+  auto q1 = TransportQp::create(QpType::kRc, 1, {}, mem, scq, rcq, &srq);
+  auto q2 = TransportQp::create(QpType::kRc, 2, {}, mem, scq, rcq, &srq);
+  QpConfig cfg;
+  cfg.rq_psn = Psn(10);
+  for (auto* q : {q1.get(), q2.get()}) {
+    q->set_state(QpState::kInit);
+    q->configure(cfg);
+    q->set_state(QpState::kRtr);
+  }
+  Sge s{buf.va, 1024, buf.key};
+  EXPECT_EQ(q1->post_recv(RecvWr{0, std::span<const Sge>(&s, 1)}), EINVAL);  // use the SRQ
+  for (uint64_t i = 0; i < 3; ++i) ASSERT_EQ(srq.post(RecvWr{i, std::span<const Sge>(&s, 1)}), 0);
+  Packet p = make_packet(op::kRcSendOnly, 10, {1, 2, 3});
+  q2->receive(p.rx(), 0);
+  q1->receive(p.rx(), 0);
+  EXPECT_EQ(rcq.pop().qp_num, 2u);
+  EXPECT_EQ(rcq.pop().qp_num, 1u);
+  q1->set_state(QpState::kErr);
+  EXPECT_TRUE(rcq.entries.empty());
+  EXPECT_EQ(srq.size(), 1u);
+}
+
+}  // namespace
+}  // namespace uroce::transport::test
