@@ -1,12 +1,152 @@
 // uroce: the command line of the user-space RoCEv2 NIC.
-//   uroce devices            the devices uroce can open (one per local IP address)
-//   uroce bench ...          perftest-style benchmarks over RC (see `uroce bench --help`)
-//   uroce stat FILE          counters a bench run wrote with --stats-file
+//   uroce devices           the addresses uroce can run a device on, with their GIDs
+//   uroce bench ...         perftest's RC tests over uroce (see `uroce bench --help`)
+//   uroce stat FILE         the counters a bench run wrote with --stats-file
 #include <CLI/CLI.hpp>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "cli/bench.h"
+#include "cli/commands.h"
+#include "core/sizes.h"
+
+namespace uroce::tools {
+namespace {
+
+struct BenchCli {
+  BenchOptions o;
+  std::string test = "write";
+  bool server = false, client = false, demo = false, lat = false, all = false, no_verify = false;
+  std::vector<std::string> sizes;
+  std::string min_size = "2", max_size = "8M";
+  uint64_t iterations = 0;
+  double duration_s = 0;
+  uint32_t mtu = 1024, depth = 128;
+  unsigned timeout = 14, retry_cnt = 7, rnr_retry = 7;
+};
+
+void add_bench(CLI::App& app, BenchCli& b) {
+  auto* c = app.add_subcommand("bench", "perftest-style RC benchmark: write, read, send, atomic");
+  c->add_option("test", b.test, "write | read | send | atomic")
+      ->check(CLI::IsMember({"write", "read", "send", "atomic"}));
+  auto* srv = c->add_flag("--server", b.server, "wait for a client and serve it");
+  auto* cli = c->add_flag("--client", b.client, "connect to --peer and run the test");
+  auto* demo = c->add_flag("--demo", b.demo,
+                           "run both sides on loopback (server 127.0.0.1, client 127.0.0.2)");
+  srv->excludes(cli)->excludes(demo);
+  cli->excludes(demo);
+  c->add_option("--addr", b.o.address, "local IP address (the device's GID and the TCP end)");
+  c->add_option("--peer", b.o.peer, "the server's IP address (client)");
+  c->add_option("-p,--port", b.o.port, "TCP port of the out-of-band exchange")
+      ->default_val(kDefaultOobPort);
+  c->add_flag("--lat", b.lat, "latency test (default: bandwidth)");
+  c->add_option("-s,--size", b.sizes, "message size(s), e.g. 64K or 2,4096,1M")->delimiter(',');
+  c->add_flag("-a,--all", b.all, "sweep powers of two from --min-size to --max-size");
+  c->add_option("--min-size", b.min_size, "smallest size of the sweep (default 2)");
+  c->add_option("--max-size", b.max_size, "largest size of the sweep (default 8M)");
+  c->add_option("-n,--iters", b.iterations, "iterations per size (default 1000)");
+  c->add_option("-D,--duration", b.duration_s, "seconds per size instead of --iters");
+  c->add_option("-m,--mtu", b.mtu, "path MTU")->check(CLI::IsMember({256, 512, 1024, 2048, 4096}));
+  c->add_option("-t,--depth", b.depth, "send queue depth (outstanding requests)")
+      ->check(CLI::Range(1, 4096));
+  c->add_option("--timeout", b.timeout, "local ACK timeout exponent: 4.096 us * 2^N")
+      ->check(CLI::Range(0, 31));
+  c->add_option("--retry-cnt", b.retry_cnt, "transport retries")->check(CLI::Range(0, 7));
+  c->add_option("--rnr-retry", b.rnr_retry, "RNR retries (7 = infinite)")->check(CLI::Range(0, 7));
+  c->add_flag("--no-verify", b.no_verify, "do not check the data (pure speed)");
+  c->add_option("--seed", b.o.params.seed, "verification pattern seed");
+  c->add_option("--json", b.o.json_path, "write results as JSON to FILE ('-': stdout, no table)");
+  c->add_option("--pcap", b.o.pcap_path, "capture every frame sent and received to FILE");
+  c->add_flag("--stats", b.o.print_counters, "print both sides' counters at the end");
+  c->add_option("--stats-file", b.o.stats_path, "write both sides' counters to FILE (uroce stat)");
+  c->add_option("--accept-timeout", b.o.accept_timeout_s, "seconds to wait for the peer")
+      ->default_val(60);
+  c->add_option("--stall-timeout", b.o.stall_timeout_s,
+                "seconds without a completion before giving up")
+      ->default_val(30);
+}
+
+int run_bench(BenchCli& b) {
+  BenchParams& p = b.o.params;
+  p.test = b.test == "read"     ? BenchTest::kRead
+           : b.test == "send"   ? BenchTest::kSend
+           : b.test == "atomic" ? BenchTest::kAtomic
+                                : BenchTest::kWrite;
+  p.mode = b.lat ? BenchMode::kLatency : BenchMode::kBandwidth;
+  p.verify = !b.no_verify;
+  p.mtu = b.mtu;
+  p.depth = b.depth;
+  p.iterations = b.iterations ? b.iterations : 1000;
+  p.duration_ms = static_cast<uint32_t>(b.duration_s * 1000);
+  b.o.timeout = static_cast<uint8_t>(b.timeout);
+  b.o.retry_cnt = static_cast<uint8_t>(b.retry_cnt);
+  b.o.rnr_retry = static_cast<uint8_t>(b.rnr_retry);
+  for (const auto& s : b.sizes) {
+    auto v = parse_size(s);
+    if (!v) {
+      std::fprintf(stderr, "uroce bench: bad size '%s'\n", s.c_str());
+      return 1;
+    }
+    p.sizes.push_back(*v);
+  }
+  if (b.all || (p.sizes.empty() && b.demo)) {
+    auto lo = parse_size(b.min_size), hi = parse_size(b.max_size);
+    if (!lo || !hi) {
+      std::fprintf(stderr, "uroce bench: bad --min-size or --max-size\n");
+      return 1;
+    }
+    p.sizes = size_sweep(*lo, *hi);
+  }
+  if (p.sizes.empty()) p.sizes.push_back(p.test == BenchTest::kAtomic ? 8 : 65536);
+  if (p.test == BenchTest::kAtomic) p.sizes = {8};  // an atomic moves 8 bytes (IBA 9.4.5)
+  if (p.sizes.size() > kMaxSizesPerRun) {
+    std::fprintf(stderr, "uroce bench: at most %u sizes per run\n", kMaxSizesPerRun);
+    return 1;
+  }
+  for (uint64_t s : p.sizes)
+    if (s > kSweepMaxBytes * 128) {
+      std::fprintf(stderr, "uroce bench: sizes above 1 GiB are not supported\n");
+      return 1;
+    }
+  p.buffer_bytes = bench_buffer_bytes(p);
+  if (b.demo) {
+    if (b.o.address.empty()) b.o.address = "127.0.0.2";
+    if (b.o.peer.empty()) b.o.peer = "127.0.0.1";
+    return run_bench_demo(b.o);
+  }
+  if (b.o.address.empty()) {
+    std::fprintf(stderr, "uroce bench: --addr is required (see `uroce devices`)\n");
+    return 1;
+  }
+  if (b.server) return run_bench_server(b.o);
+  if (b.client) {
+    if (b.o.peer.empty()) {
+      std::fprintf(stderr, "uroce bench: --client needs --peer\n");
+      return 1;
+    }
+    return run_bench_client(b.o);
+  }
+  std::fprintf(stderr, "uroce bench: choose --server, --client or --demo\n");
+  return 1;
+}
+
+}  // namespace
+}  // namespace uroce::tools
 
 int main(int argc, char** argv) {
+  using namespace uroce::tools;
   CLI::App app{"uroce: RDMA over Converged Ethernet (RoCEv2) in user space"};
   app.require_subcommand(1);
+  BenchCli bench;
+  add_bench(app, bench);
+  DevicesCli devices;
+  add_devices(app, devices);
+  StatCli stat;
+  add_stat(app, stat);
   CLI11_PARSE(app, argc, argv);
-  return 0;
+  if (app.got_subcommand("bench")) return run_bench(bench);
+  if (app.got_subcommand("devices")) return run_devices(devices);
+  if (app.got_subcommand("stat")) return run_stat(stat);
+  return 1;
 }

@@ -1,0 +1,41 @@
+#pragma once
+// `uroce bench`: perftest's RC tests (ib_{write,read,send,atomic}_{bw,lat}) over uroce, with the
+// connection data exchanged over TCP (core/oob.h). The client drives; the server follows the
+// client's parameters, serves each message size and verifies what landed in its memory.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/oob.h"
+
+namespace uroce::tools {
+
+struct BenchOptions {
+  std::string address;  // our RoCE (and TCP) address
+  std::string peer;     // client: the server's address
+  uint16_t port = kDefaultOobPort;
+  BenchParams params;
+  uint8_t timeout = 14;
+  uint8_t retry_cnt = 7;
+  uint8_t rnr_retry = 7;
+  int accept_timeout_s = 60;
+  int stall_timeout_s = 30;  // no completion for this long ends the run (a hang guard)
+  std::string json_path;     // "-" = stdout instead of the table
+  std::string pcap_path;
+  std::string stats_path;  // counters of both sides, "side.name value" per line
+  bool print_counters = false;
+  bool quiet = false;
+};
+
+// Exit codes: 0 ok; 1 usage or setup; 2 out-of-band failure; 3 a work request failed;
+// 4 data verification failed; 5 stalled.
+int run_bench_server(const BenchOptions& o);
+int run_bench_client(const BenchOptions& o);
+// Both sides in one command: the server in a child process on `peer`, the client here on
+// `address`.
+int run_bench_demo(const BenchOptions& o);
+
+// Bytes each side registers for `p` (both sides compute the same layout).
+uint64_t bench_buffer_bytes(const BenchParams& p);
+
+}  // namespace uroce::tools

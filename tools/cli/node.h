@@ -1,0 +1,91 @@
+#pragma once
+// One side of a bench: a UDP link on one address, a verbs device on it, one RC QP, one CQ and one
+// registered buffer, driven by the calling thread. The bench calls pump() in every wait loop, so
+// a process needs one core, not two: on a 2-core machine the client and the server each get one.
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "core/oob.h"
+#include "link/udp_link.h"
+#include "verbs/attrs.h"
+#include "verbs/cq.h"
+#include "verbs/device.h"
+#include "verbs/mr.h"
+#include "verbs/qp.h"
+#include "wire/pcap.h"
+
+namespace uroce::tools {
+
+struct NodeOptions {
+  std::string address;        // IPv4 or IPv6 literal; the device's GID
+  uint32_t mtu = 1024;        // path MTU in bytes: 256 .. 4096
+  uint32_t depth = 128;       // send queue depth (outstanding work requests)
+  uint32_t recv_depth = 128;  // receive queue depth
+  uint64_t buffer_bytes = 4096;
+  uint8_t timeout = 14;  // local ACK timeout exponent (IBA 9.7.6.1.3)
+  uint8_t retry_cnt = 7;
+  uint8_t rnr_retry = 7;  // 7 = infinite (IBA 9.7.5.2.8)
+  uint8_t max_rd_atomic = 16;
+  std::string pcap_path;  // empty: no capture
+};
+
+Nanos monotonic_ns();
+
+class Node {
+ public:
+  // Errors are errno values; `error` gets a sentence for the user.
+  static std::unique_ptr<Node> open(const NodeOptions& options, std::string& error);
+  ~Node();
+
+  ConnInfo local_info() const;
+  // RESET -> INIT -> RTR -> RTS towards `remote` (IBA 10.3.1). 0 or an errno.
+  int connect(const ConnInfo& remote);
+
+  std::span<uint8_t> buffer() { return {buf_.get(), opt_.buffer_bytes}; }
+  const ConnInfo& remote() const { return remote_; }
+
+  // Work requests on [offset, offset + length) of the local buffer; remote offsets are relative
+  // to the peer's buffer. 0, or the errno post_send returned.
+  int post_write(uint64_t wr_id, uint64_t offset, uint32_t length, uint64_t remote_offset,
+                 bool signaled = true);
+  int post_read(uint64_t wr_id, uint64_t offset, uint32_t length, uint64_t remote_offset);
+  int post_send(uint64_t wr_id, uint64_t offset, uint32_t length);
+  int post_recv(uint64_t wr_id, uint64_t offset, uint32_t length);
+  int post_fetch_add(uint64_t wr_id, uint64_t offset, uint64_t remote_offset, uint64_t add);
+
+  // One pass of the NIC; returns the next time it has work (kNever when idle).
+  Nanos pump();
+  // pump() and then, when the NIC has nothing to do now, sleep in poll() on the link and
+  // `extra_fd` for at most `max_wait_ns` (or until its next timer).
+  void pump_or_wait(int extra_fd, Nanos max_wait_ns);
+  size_t poll_cq(std::span<transport::Completion> out) { return cq_->poll(out); }
+
+  std::vector<verbs::Counter> device_counters() const { return device_->counters(); }
+  std::vector<verbs::Counter> qp_counters() const { return qp_->counters(); }
+  const std::string& device_name() const { return device_->name(); }
+  std::string gid_string() const;
+
+ private:
+  explicit Node(const NodeOptions& options) : opt_(options) {}
+  NodeOptions opt_;
+  std::unique_ptr<link::Link> link_;
+  std::unique_ptr<verbs::Device> device_;
+  std::unique_ptr<verbs::Context> ctx_;
+  std::unique_ptr<verbs::ProtectionDomain> pd_;
+  std::unique_ptr<verbs::CompletionQueue> cq_;
+  std::unique_ptr<verbs::QueuePair> qp_;
+  std::unique_ptr<uint8_t[]> buf_;
+  std::unique_ptr<verbs::MemoryRegion> mr_;
+  wire::PcapWriter pcap_;
+  ConnInfo remote_;
+  uint32_t psn_ = 0;
+};
+
+std::string gid_to_string(const Gid& gid);
+const char* wc_status_name(transport::WcStatus s);
+
+}  // namespace uroce::tools
