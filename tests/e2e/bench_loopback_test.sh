@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# `uroce bench` between two processes on two loopback addresses: every RC opcode (write, read,
+# send, atomic) in bandwidth and latency mode, sizes 0 B .. 8 MiB, with the data verified by both
+# sides. Every process is bounded by a timeout.
+source "$(dirname "$0")/bench_lib.sh"
+SRV=127.0.41.1
+CLI=127.0.41.2
+PORT=18641
+run() {
+  local name=$1; shift
+  start_server "$name" timeout 180 "$UROCE" bench --server --addr $SRV --port $PORT \
+    --accept-timeout 60
+  timeout 180 "$UROCE" bench --client --addr $CLI --peer $SRV --port $PORT \
+    --json "$TMP/$name.json" "$@" >"$TMP/$name.client.log" 2>&1 ||
+    fail "$name: client exited with $?"
+  wait "$SERVER_PID" || fail "$name: server exited with $?"
+  json_check "$TMP/$name.json" 'j["verified"] and all(r["iterations"] > 0 for r in j["results"])'
+  echo "ok: $name ($(python3 -c "import json,sys; print(len(json.load(open(sys.argv[1]))['results']))" "$TMP/$name.json") sizes)"
+}
+# 0, 1, 2, 4 .. 8 MiB: 25 sizes, each a few iterations (the largest moves 80 MiB per test).
+SWEEP=(-a --min-size 0 --max-size 8M -n 10)
+run write_bw write "${SWEEP[@]}"
+run read_bw read "${SWEEP[@]}"
+run send_bw send "${SWEEP[@]}"
+run atomic_bw atomic -n 2000
+json_check "$TMP/write_bw.json" '[r["bytes"] for r in j["results"]][:3] == [0, 1, 2] and j["results"][-1]["bytes"] == 8 << 20'
+# Latency (ping-pong for write and send; write signals with the last byte, so from 1 B).
+run write_lat write --lat -a --min-size 1 --max-size 1M -n 20
+run read_lat read --lat -a --min-size 0 --max-size 1M -n 20
+run send_lat send --lat -a --min-size 0 --max-size 1M -n 20
+run atomic_lat atomic --lat -n 200
+# Other MTUs and a shallow queue move the same data.
+run write_mtu4096 write -m 4096 -s 3,4097,1M -n 20
+run send_mtu256_depth1 send -m 256 -t 1 -s 1000,65536 -n 20
