@@ -126,6 +126,7 @@ static void check_comp_channel(struct ibv_context* ctx) {
   void* cq_ctx = NULL;
   errno = 0;
   CHECK(ibv_get_cq_event(ch, &cq, &cq_ctx) == -1);
+  if (errno != EINTR) fprintf(stderr, "errno %d (%s)\n", errno, strerror(errno));
   CHECK(errno == EINTR);
 
   /* Nonblocking, as programs that poll() the fd set it: EAGAIN when empty. */

@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "api/ibverbs/config.h"
+#include "verbs/event.h"
 
 // Marks an exported entry point. Names and version nodes come from libibverbs.map.
 #define UROCE_IBV_EXPORT extern "C" __attribute__((visibility("default")))
@@ -59,7 +60,7 @@ static_assert(std::is_standard_layout_v<Context>);
 
 struct CompChannel {
   ibv_comp_channel channel;
-  int write_fd;
+  verbs::CompletionChannel* impl;
 };
 static_assert(std::is_standard_layout_v<CompChannel>);
 
@@ -69,6 +70,11 @@ inline Device* from(ibv_device* d) {
 inline Context* from(ibv_context* c) {
   verbs_context* v = verbs_get_ctx(c);
   return v ? reinterpret_cast<Context*>(v) : nullptr;
+}
+// For contexts this library made (abi_compat is always set): no check, never null.
+inline Context* ctx_of(ibv_context* c) {
+  return reinterpret_cast<Context*>(reinterpret_cast<uint8_t*>(c) -
+                                    offsetof(verbs_context, context));
 }
 inline CompChannel* from(ibv_comp_channel* c) {
   return reinterpret_cast<CompChannel*>(c);
@@ -86,10 +92,5 @@ void fill_device_attr(const Device& d, ibv_device_attr* attr);
 void fill_port_attr(const Device& d, ibv_port_attr* attr);
 // Installs the verbs_context and ibv_context_ops entry points (objects.cpp).
 void install_ops(verbs_context* vctx);
-// Queues an async event on the context's async fd (channel.cpp). Returns false if the queue is
-// full (the event is counted as dropped).
-bool post_async_event(Context* ctx, const ibv_async_event& event);
-// Wakes the completion channel of `cq` if it is armed (channel.cpp).
-void notify_cq(ibv_cq* cq);
 
 }  // namespace uroce::abi

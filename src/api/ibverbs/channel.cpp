@@ -1,13 +1,10 @@
-// Completion channels and async events as real file descriptors (pipes), so programs can read(),
-// poll() and epoll() them, and a signal interrupts a blocking ibv_get_cq_event with EINTR.
-//
-// A completion event is the 8-byte address of the CQ, written when a completion arrives on an
-// armed CQ (IBA 11.4.2.2: one event per request for notification). An async event is a whole
-// struct ibv_async_event. Both are smaller than PIPE_BUF, so each write is atomic.
+// Context state, completion channels and async events. Both kinds of event queue are verbs
+// objects with an eventfd (verbs/event.h), so programs can read(), poll() and epoll() the fd, and
+// a signal interrupts a blocking ibv_get_cq_event with EINTR (qperf relies on it).
 #include <fcntl.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
-#include <cstring>
 #include <new>
 
 #include "api/ibverbs/abi.h"
@@ -17,35 +14,19 @@
 namespace uroce::abi {
 namespace {
 
-// Reads exactly `len` bytes, or returns -1 with errno (EINTR when a signal arrives first,
-// EAGAIN on a nonblocking fd with nothing queued).
-int read_record(int fd, void* out, size_t len) {
-  auto* p = static_cast<uint8_t*>(out);
-  size_t got = 0;
-  while (got < len) {
-    ssize_t n = read(fd, p + got, len - got);
-    if (n > 0) {
-      got += static_cast<size_t>(n);
-      continue;
-    }
-    if (n == 0) {
-      errno = EIO;  // the write end is gone: the context or channel is being destroyed
-      return -1;
-    }
-    // Records are written atomically, so a partial record means a reader bug; keep reading the
-    // rest rather than losing stream alignment, unless nothing was read yet.
-    if (got == 0) return -1;
-    if (errno != EINTR && errno != EAGAIN) return -1;
-  }
-  return 0;
+// A program that sets O_NONBLOCK on the fd expects EAGAIN instead of a wait, as with the
+// kernel's fd.
+bool blocking(int fd) {
+  int fl = fcntl(fd, F_GETFL);
+  return fl >= 0 && !(fl & O_NONBLOCK);
 }
 
-bool make_pipe(int fds[2]) {
-  if (pipe2(fds, O_CLOEXEC) != 0) return false;
-  // Writers never block (the progress engine must not stall on a slow reader); readers block
-  // unless the program sets O_NONBLOCK on its end.
-  fcntl(fds[1], F_SETFL, fcntl(fds[1], F_GETFL) | O_NONBLOCK);
-  return true;
+// The verbs layer creates its eventfds nonblocking; programs get them blocking, as the kernel's
+// fds start, so that the flag afterwards says what the program chose. The verbs queue reads the
+// eventfd only while it knows it is non-zero, so it never blocks on it.
+void hand_to_program(int fd) {
+  int fl = fcntl(fd, F_GETFL);
+  if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
 }
 
 }  // namespace
@@ -56,8 +37,21 @@ ContextState* ContextState::create(Context* ctx, int* err) {
     *err = ENOMEM;
     return nullptr;
   }
-  s->ctx_ = ctx;
-  if (!make_pipe(s->async_fds_)) {
+  auto rt = Runtime::acquire(ctx->device);
+  if (rt.ok()) {
+    auto vctx = (*rt)->device().open();
+    if (vctx.ok()) {
+      s->runtime_ = std::move(*rt);
+      s->vctx_ = std::move(*vctx);
+      hand_to_program(s->vctx_->async_events().fd());
+      return s;
+    }
+    s->open_error_ = vctx.error();
+  } else {
+    s->open_error_ = rt.error();
+  }
+  s->idle_fd_ = eventfd(0, EFD_CLOEXEC);
+  if (s->idle_fd_ < 0) {
     *err = errno;
     delete s;
     return nullptr;
@@ -70,31 +64,29 @@ void ContextState::destroy(ContextState* s) {
 }
 
 ContextState::~ContextState() {
-  for (int fd : async_fds_) {
-    if (fd >= 0) close(fd);
-  }
+  vctx_.reset();  // before the runtime whose device it belongs to
+  runtime_.reset();
+  if (idle_fd_ >= 0) close(idle_fd_);
 }
 
-bool ContextState::post_async(const ibv_async_event& event) {
-  ssize_t n = write(async_fds_[1], &event, sizeof event);
-  if (n != static_cast<ssize_t>(sizeof event)) {
-    async_dropped_.fetch_add(1);
-    return false;
-  }
-  return true;
+int ContextState::async_fd() const {
+  return vctx_ ? vctx_->async_events().fd() : idle_fd_;
 }
 
-bool post_async_event(Context* ctx, const ibv_async_event& event) {
-  return ctx->state->post_async(event);
+void ContextState::add(const void* impl, void* abi_object) {
+  std::lock_guard lock(mu_);
+  objects_[impl] = abi_object;
 }
 
-void notify_cq(ibv_cq* cq) {
-  Cq* c = from(cq);
-  if (!cq->channel) return;
-  if (c->armed.exchange(0) == 0) return;
-  ibv_cq* token = cq;
-  ssize_t n = write(from(cq->channel)->write_fd, &token, sizeof token);
-  if (n != static_cast<ssize_t>(sizeof token)) c->events_dropped.fetch_add(1);
+void ContextState::remove(const void* impl) {
+  std::lock_guard lock(mu_);
+  objects_.erase(impl);
+}
+
+void* ContextState::lookup(const void* impl) const {
+  std::lock_guard lock(mu_);
+  auto it = objects_.find(impl);
+  return it == objects_.end() ? nullptr : it->second;
 }
 
 }  // namespace uroce::abi
@@ -102,29 +94,27 @@ void notify_cq(ibv_cq* cq) {
 using namespace uroce::abi;
 
 UROCE_IBV_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* context) {
-  if (!context || !from(context)) return fail<ibv_comp_channel>(EINVAL);
+  Context* ctx = context ? from(context) : nullptr;
+  if (!ctx) return fail<ibv_comp_channel>(EINVAL);
+  if (ctx->state->open_error()) return fail<ibv_comp_channel>(ctx->state->open_error());
+  auto impl = ctx->state->verbs()->create_comp_channel();
+  if (!impl.ok()) return fail<ibv_comp_channel>(impl.error());
   auto* ch = new (std::nothrow) CompChannel{};
   if (!ch) return fail<ibv_comp_channel>(ENOMEM);
-  int fds[2];
-  if (!make_pipe(fds)) {
-    int err = errno;
-    delete ch;
-    return fail<ibv_comp_channel>(err);
-  }
+  ch->impl = impl->release();
   ch->channel.context = context;
-  ch->channel.fd = fds[0];
+  ch->channel.fd = ch->impl->fd();
+  hand_to_program(ch->channel.fd);
   ch->channel.refcnt = 0;
-  ch->write_fd = fds[1];
   return &ch->channel;
 }
 
 UROCE_IBV_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
   if (!channel) return EINVAL;
-  // rdma-core refuses while CQs still use the channel (refcnt counts them).
+  // As rdma-core: refused while CQs still use the channel (refcnt counts them).
   if (channel->refcnt != 0) return EBUSY;
   CompChannel* ch = from(channel);
-  close(ch->channel.fd);
-  close(ch->write_fd);
+  delete ch->impl;
   delete ch;
   return 0;
 }
@@ -134,10 +124,24 @@ UROCE_IBV_EXPORT int ibv_get_cq_event(ibv_comp_channel* channel, ibv_cq** cq, vo
     errno = EINVAL;
     return -1;
   }
-  ibv_cq* token = nullptr;
-  if (read_record(channel->fd, &token, sizeof token) != 0) return -1;
-  *cq = token;
-  *cq_context = token->cq_context;
+  CompChannel* ch = from(channel);
+  Context* ctx = from(channel->context);
+  if (!ctx) {
+    errno = EINVAL;
+    return -1;
+  }
+  auto ev = ch->impl->get_event(blocking(channel->fd));
+  if (!ev.ok()) {
+    errno = ev.error();
+    return -1;
+  }
+  auto* c = static_cast<Cq*>(ctx->state->lookup(*ev));
+  if (!c) {
+    errno = EIO;  // the CQ was destroyed with an event queued: a program bug rdma-core also has
+    return -1;
+  }
+  *cq = cq_of(c);
+  *cq_context = (*cq)->cq_context;
   return 0;
 }
 
@@ -150,24 +154,61 @@ UROCE_IBV_EXPORT void ibv_ack_cq_events(ibv_cq* cq, unsigned int nevents) {
 }
 
 UROCE_IBV_EXPORT int ibv_get_async_event(ibv_context* context, ibv_async_event* event) {
-  if (!context || !event) {
+  Context* ctx = context && event ? from(context) : nullptr;
+  if (!ctx) {
     errno = EINVAL;
     return -1;
   }
-  return read_record(context->async_fd, event, sizeof *event);
+  ContextState* s = ctx->state;
+  if (!s->verbs()) {
+    // A query-only context has no events: wait on its idle fd like any other.
+    if (!blocking(s->async_fd())) {
+      errno = EAGAIN;
+      return -1;
+    }
+    uint64_t v;
+    if (read(s->async_fd(), &v, sizeof v) < 0) return -1;
+    errno = EIO;
+    return -1;
+  }
+  for (;;) {
+    auto ev = s->verbs()->async_events().get(blocking(s->async_fd()));
+    if (!ev.ok()) {
+      errno = ev.error();
+      return -1;
+    }
+    const uroce::verbs::AsyncEvent& e = *ev;
+    event->event_type = static_cast<ibv_event_type>(e.type);
+    if (e.qp) {
+      auto* q = static_cast<Qp*>(s->lookup(e.qp));
+      if (!q) continue;  // the QP is gone; rdma-core would not report it either
+      event->element.qp = qp_of(q);
+    } else if (e.cq) {
+      auto* c = static_cast<Cq*>(s->lookup(e.cq));
+      if (!c) continue;
+      event->element.cq = cq_of(c);
+    } else if (e.srq) {
+      auto* q = static_cast<Srq*>(s->lookup(e.srq));
+      if (!q) continue;
+      event->element.srq = &q->srq;
+    } else {
+      event->element.port_num = e.port ? e.port : 1;
+    }
+    return 0;
+  }
 }
 
 UROCE_IBV_EXPORT void ibv_ack_async_event(ibv_async_event* event) {
   if (!event) return;
+  pthread_mutex_t* mu = nullptr;
+  pthread_cond_t* cond = nullptr;
+  uint32_t* counter = nullptr;
   switch (event->event_type) {
-    case IBV_EVENT_CQ_ERR: {
-      ibv_cq* cq = event->element.cq;
-      pthread_mutex_lock(&cq->mutex);
-      ++cq->async_events_completed;
-      pthread_cond_signal(&cq->cond);
-      pthread_mutex_unlock(&cq->mutex);
+    case IBV_EVENT_CQ_ERR:
+      mu = &event->element.cq->mutex;
+      cond = &event->element.cq->cond;
+      counter = &event->element.cq->async_events_completed;
       break;
-    }
     case IBV_EVENT_QP_FATAL:
     case IBV_EVENT_QP_REQ_ERR:
     case IBV_EVENT_QP_ACCESS_ERR:
@@ -175,24 +216,22 @@ UROCE_IBV_EXPORT void ibv_ack_async_event(ibv_async_event* event) {
     case IBV_EVENT_SQ_DRAINED:
     case IBV_EVENT_PATH_MIG:
     case IBV_EVENT_PATH_MIG_ERR:
-    case IBV_EVENT_QP_LAST_WQE_REACHED: {
-      ibv_qp* qp = event->element.qp;
-      pthread_mutex_lock(&qp->mutex);
-      ++qp->events_completed;
-      pthread_cond_signal(&qp->cond);
-      pthread_mutex_unlock(&qp->mutex);
+    case IBV_EVENT_QP_LAST_WQE_REACHED:
+      mu = &event->element.qp->mutex;
+      cond = &event->element.qp->cond;
+      counter = &event->element.qp->events_completed;
       break;
-    }
     case IBV_EVENT_SRQ_ERR:
-    case IBV_EVENT_SRQ_LIMIT_REACHED: {
-      ibv_srq* srq = event->element.srq;
-      pthread_mutex_lock(&srq->mutex);
-      ++srq->events_completed;
-      pthread_cond_signal(&srq->cond);
-      pthread_mutex_unlock(&srq->mutex);
+    case IBV_EVENT_SRQ_LIMIT_REACHED:
+      mu = &event->element.srq->mutex;
+      cond = &event->element.srq->cond;
+      counter = &event->element.srq->events_completed;
       break;
-    }
     default:
-      break;
+      return;
   }
+  pthread_mutex_lock(mu);
+  ++*counter;
+  pthread_cond_signal(cond);
+  pthread_mutex_unlock(mu);
 }

@@ -1,31 +1,49 @@
 #pragma once
-// Per-context state behind ibv_context: the async event pipe and the uroce device runtime.
-#include <atomic>
+// Per-context state behind ibv_context: the verbs::Context on the device's runtime, and the maps
+// that turn verbs objects named by events back into the ibv_* objects the program knows.
 #include <cstdint>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
 
 #include "api/ibverbs/abi.h"
+#include "api/ibverbs/runtime.h"
+#include "verbs/cq.h"
+#include "verbs/device.h"
+#include "verbs/qp.h"
 
 namespace uroce::abi {
 
 class ContextState {
  public:
-  // Null and *err set on failure.
+  // Null and *err set on failure. If the device's runtime cannot start (its address is already
+  // served by another process, say), the context still opens for queries, as ibv_devinfo needs,
+  // and every verb that needs the NIC fails with that error (open_error()).
   static ContextState* create(Context* ctx, int* err);
   static void destroy(ContextState* s);
 
   int cmd_fd() const { return -1; }  // no kernel command channel
-  int async_read_fd() const { return async_fds_[0]; }
-  // Nonblocking; false (and counted) if the pipe is full.
-  bool post_async(const ibv_async_event& event);
-  uint64_t async_dropped() const { return async_dropped_.load(); }
+  int async_fd() const;
+  // 0 when the NIC is running; else the errno that stopped it.
+  int open_error() const { return open_error_; }
+  verbs::Context* verbs() { return vctx_.get(); }
+  Runtime* runtime() { return runtime_.get(); }
+
+  // Event translation tables (objects.cpp registers and unregisters).
+  void add(const void* impl, void* abi_object);
+  void remove(const void* impl);
+  void* lookup(const void* impl) const;
 
  private:
   ContextState() = default;
   ~ContextState();
 
-  Context* ctx_ = nullptr;
-  int async_fds_[2] = {-1, -1};
-  std::atomic<uint64_t> async_dropped_{0};
+  int open_error_ = 0;
+  int idle_fd_ = -1;  // the async fd of a query-only context: never readable
+  std::shared_ptr<Runtime> runtime_;
+  std::unique_ptr<verbs::Context> vctx_;
+  mutable std::mutex mu_;
+  std::unordered_map<const void*, void*> objects_;
 };
 
 }  // namespace uroce::abi

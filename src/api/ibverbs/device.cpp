@@ -263,7 +263,7 @@ UROCE_IBV_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
     return fail<ibv_context>(err ? err : ENOMEM);
   }
   ic.cmd_fd = ctx->state->cmd_fd();
-  ic.async_fd = ctx->state->async_read_fd();
+  ic.async_fd = ctx->state->async_fd();
   install_ops(&ctx->vctx);
   return &ic;
 }
@@ -271,6 +271,9 @@ UROCE_IBV_EXPORT ibv_context* ibv_open_device(ibv_device* device) {
 UROCE_IBV_EXPORT int ibv_close_device(ibv_context* context) {
   Context* ctx = checked(context);
   if (!ctx) return EINVAL;
+  // uroce's objects cannot outlive their context (the kernel would reclaim them for a hardware
+  // NIC); refuse rather than leave them dangling.
+  if (ctx->state->verbs() && ctx->state->verbs()->users() != 0) return EBUSY;
   ContextState::destroy(ctx->state);
   pthread_mutex_destroy(&context->mutex);
   free(ctx);

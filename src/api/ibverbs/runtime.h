@@ -1,0 +1,58 @@
+#pragma once
+// The NIC behind one configured device in this process: a UDP link bound to the device's address,
+// the verbs::Device on it, and a progress thread that keeps the device moving while the program
+// is busy elsewhere (perftest's passive side sits in a TCP read while RDMA WRITEs land).
+//
+// One Runtime per device per process, shared by every context opened on it and created on first
+// use (so ibv_devinfo never binds a socket). The last context to let go stops the thread.
+//
+// Threading: kick() from any thread; device() objects follow verbs/device.h's rules.
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "api/ibverbs/abi.h"
+#include "link/udp_link.h"
+#include "verbs/device.h"
+
+namespace uroce::abi {
+
+class Runtime {
+ public:
+  // The device's runtime, started if needed. Errors are errno values (EADDRINUSE when another
+  // process already serves this address, EADDRNOTAVAIL for an address this host does not have).
+  static Result<std::shared_ptr<Runtime>> acquire(Device* device);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+  verbs::Device& device() { return *dev_; }
+  // After work was posted, or when a poll found nothing: runs one progress pass on the calling
+  // thread if no other thread is in one, else makes sure the progress thread looks again. Doing
+  // the NIC's work on the thread that is waiting for it keeps the data path free of thread
+  // wake-ups, which cost milliseconds on a loaded machine (a scheduler tick).
+  void drive();
+  // Wakes the progress thread (cheap when it is already awake).
+  void kick();
+
+  // The verbs::DeviceConfig this ABI reports (limits shared with ibv_query_device).
+  static verbs::DeviceConfig verbs_config(const Device& d);
+
+ private:
+  Runtime() = default;
+  void loop();
+
+  std::unique_ptr<link::UdpLink> link_;
+  std::unique_ptr<verbs::Device> dev_;
+  int kick_fd_ = -1;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> sleeping_{false};
+  std::atomic<Nanos> sleep_until_{0};  // the sleeping thread's timeout; 0 while awake
+  std::mutex progress_mu_;             // one progress() at a time (verbs/device.h)
+  uint64_t spin_ns_ = 0;
+  std::thread thread_;
+};
+
+}  // namespace uroce::abi
