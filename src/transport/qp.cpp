@@ -64,11 +64,11 @@ class QpImpl final : public TransportQp {
   }
 
   void configure(const QpConfig& config) override {
-    const bool sending = ctx_.max_psn != ctx_.una || !ctx_.sq.empty();
-    const bool fresh = !sending && ctx_.max_psn == ctx_.next_psn && !sent_any_;
     ctx_.config = config;
     ctx_.config.path_mtu_bytes = std::clamp<uint32_t>(config.path_mtu_bytes, 256, 4096);
-    if (fresh) {
+    // The verbs layer may pass the whole attribute set at every transition; the send PSN is
+    // taken only until the first packet goes (WRs posted earlier have no PSNs yet).
+    if (!sent_any_) {
       ctx_.una = ctx_.next_psn = ctx_.max_psn = config.sq_psn;
       completer_.reset();
     }
@@ -167,6 +167,7 @@ class QpImpl final : public TransportQp {
   // error completion precedes the flushes it causes.
   void settle() {
     if (ctx_.state != QpState::kErr) completer_.retire();
+    requester_.clamp();
     if (ctx_.error_pending) enter_error();
   }
 

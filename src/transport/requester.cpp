@@ -114,10 +114,11 @@ int Requester::post(const SendWr& wr) {
 void Requester::rewind(Psn psn) {
   for (uint64_t pos = ctx_.sq.head(); pos < ctx_.sq.tail(); ++pos) {
     const SendWqe& w = ctx_.sq.at(pos);
-    if (w.state == WqeState::kPosted || w.contains(psn)) {
+    // Acknowledged WQEs not yet retired are passed over; a failed one stops the requester.
+    if (w.state == WqeState::kDone && w.status == WcStatus::kSuccess) continue;
+    if (w.state == WqeState::kPosted || w.state == WqeState::kDone || w.contains(psn)) {
       cur_ = pos;
-      pkt_ =
-          w.state == WqeState::kPosted ? 0 : static_cast<uint32_t>(psn.distance_from(w.first_psn));
+      pkt_ = w.contains(psn) ? static_cast<uint32_t>(psn.distance_from(w.first_psn)) : 0;
       ctx_.next_psn = psn;
       return;
     }

@@ -15,6 +15,10 @@ class Requester {
   int post(const SendWr& wr);
   // Forgets all sending progress (QP reset).
   void reset() { cur_ = ctx_.sq.head(), pkt_ = 0; }
+  // Keeps the cursor inside the send queue after the completer retired WQEs.
+  void clamp() {
+    if (cur_ < ctx_.sq.head()) cur_ = ctx_.sq.head(), pkt_ = 0;
+  }
   // Go-back-N (IBA 9.7.4.1.3): the next packet sent is the one with `psn`, which must lie in
   // [una, max_psn].
   void rewind(Psn psn);

@@ -543,5 +543,50 @@ TEST_F(Requester, SendPsnsWrapAt24Bits) {
   EXPECT_EQ(q.send_cq.pop().status, WcStatus::kSuccess);
 }
 
+TEST_F(Requester, WrsPostedBeforeRtsUseTheSendPsnGivenAtRts) {
+  QpConfig init = cfg;
+  init.sq_psn = Psn(0);
+  q.qp->set_state(QpState::kInit);
+  q.qp->configure(init);
+  ASSERT_EQ(q.qp->post_send(wr(1, WrOpcode::kSend, 10)), 0);
+  EXPECT_TRUE(drain().empty());  // INIT sends nothing
+  q.qp->set_state(QpState::kRtr);
+  q.qp->configure(cfg);  // the verbs layer hands over sq_psn at RTS
+  q.qp->set_state(QpState::kRts);
+  auto out = drain();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].psn(), kSpsn);
+}
+
+TEST_F(Requester, FailedWqeIsNotSkippedWhenALateAckOvertakesARetransmission) {
+  up();
+  ASSERT_EQ(q.qp->post_send(wr(1, WrOpcode::kSend, 300)), 0);  // PSNs kSpsn, kSpsn + 1
+  SendWr bad = wr(2, WrOpcode::kSend, 10);
+  Sge s{buf->va, 10, 0x4242};
+  bad.sg_list = std::span<const Sge>(&s, 1);
+  ASSERT_EQ(q.qp->post_send(bad), 0);
+  ASSERT_EQ(q.qp->post_send(wr(3, WrOpcode::kSend, 10)), 0);
+  EXPECT_EQ(drain().size(), 2u);
+  now = q.qp->next_deadline(now);
+  EXPECT_EQ(drain(1).size(), 1u);  // retransmission of kSpsn only (budget 1)
+  ack(kSpsn + 1);                  // the original's ACK arrives late
+  EXPECT_TRUE(drain().empty());    // wr 3 never goes out
+  EXPECT_EQ(q.send_cq.pop().status, WcStatus::kSuccess);
+  EXPECT_EQ(q.send_cq.pop().status, WcStatus::kLocProtErr);
+  EXPECT_EQ(q.send_cq.pop().status, WcStatus::kWrFlushErr);
+}
+
+TEST_F(Requester, SendWithInvalidateCarriesTheKeyInIeth) {
+  up();
+  SendWr w = wr(1, WrOpcode::kSendWithInvalidate, 300);
+  w.invalidate_rkey = 0xcafe;
+  ASSERT_EQ(q.qp->post_send(w), 0);
+  auto out = drain();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].opcode(), op::kRcSendFirst);
+  EXPECT_EQ(out[1].opcode(), op::kRcSendLastInv);
+  EXPECT_EQ(out[1].hdr.ieth_rkey, 0xcafeu);
+}
+
 }  // namespace
 }  // namespace uroce::transport::test
