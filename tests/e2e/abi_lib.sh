@@ -48,3 +48,31 @@ abi_check_clean() {
     abi_fail "error output in $(basename "$file")"
   fi
 }
+
+# abi_run_pair NAME TIMEOUT SERVER_ADDR CLIENT_ADDR SERVER_CMD... -- CLIENT_CMD...
+# Starts the server with its own device (UROCE_DEVICES=<name>s=<addr>), then the client, waits
+# for both, and fails if either exits non-zero or prints an error. Output in $ABI_TMP/NAME.*.
+abi_run_pair() {
+  local name=$1 limit=$2 saddr=$3 caddr=$4
+  shift 4
+  local server=() client=()
+  while [[ $# -gt 0 && $1 != -- ]]; do server+=("$1"); shift; done
+  shift
+  client=("$@")
+  UROCE_DEVICES="uroces=$saddr" timeout -k 5 "$limit" "${server[@]}" \
+    >"$ABI_TMP/$name.server" 2>&1 &
+  local spid=$!
+  ABI_PIDS+=("$spid")
+  sleep 0.5  # the server listens on its TCP port before the client connects
+  local crc=0 src=0
+  UROCE_DEVICES="uroces=$caddr" timeout -k 5 "$limit" "${client[@]}" \
+    >"$ABI_TMP/$name.client" 2>&1 || crc=$?
+  wait "$spid" || src=$?
+  if [[ $crc != 0 || $src != 0 ]]; then
+    echo "---- $name server (exit $src)" >&2; cat "$ABI_TMP/$name.server" >&2
+    echo "---- $name client (exit $crc)" >&2; cat "$ABI_TMP/$name.client" >&2
+    abi_fail "$name: exit codes server $src client $crc"
+  fi
+  abi_check_clean "$ABI_TMP/$name.server"
+  abi_check_clean "$ABI_TMP/$name.client"
+}

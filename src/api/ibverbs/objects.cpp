@@ -4,6 +4,7 @@
 #include "api/ibverbs/objects.h"
 
 #include <arpa/inet.h>
+#include <sched.h>
 
 #include <algorithm>
 #include <cstring>
@@ -251,6 +252,10 @@ int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
     total += static_cast<int>(got);
     if (static_cast<int>(got) < want) break;
   }
+  // Still nothing after doing the NIC's work: the peer (another process, or this one's progress
+  // thread) must run before anything can arrive, so give up the CPU rather than spin out a
+  // time slice. On a machine with fewer cores than busy threads this is worth milliseconds.
+  if (total == 0 && num_entries > 0) sched_yield();
   return total;
 }
 
