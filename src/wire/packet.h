@@ -125,10 +125,10 @@ void set_ecn(std::span<uint8_t> ip_packet, Ecn ecn);
 
 // ---- ICRC ---------------------------------------------------------------------------------
 
-// ICRC (IBA annex A17.4.1): CRC-32 over 8 bytes of ones (the LRH stand-in), the IP header with
-// its variable fields set to ones, the UDP header with the checksum set to ones, the BTH with its
-// reserved byte set to ones, then the rest up to the ICRC. `ip_packet` spans the IP header to the
-// end of the pad, without the ICRC.
+// ICRC (IBA 7.8.1, as RoCEv2 annex A17 adapts it): CRC-32 over 8 bytes of ones (the LRH stand-in),
+// the IP header with its variable fields set to ones, the UDP header with the checksum set to ones,
+// the BTH with its reserved byte set to ones, then the rest up to the ICRC. `ip_packet` spans the
+// IP header to the end of the pad, without the ICRC.
 uint32_t compute_icrc(std::span<const uint8_t> ip_packet);
 // Same, with the payload given apart from the headers (gather from registered memory). `headers`
 // covers IP, UDP, BTH and extension headers; `tail` is the payload and then `pad` zero bytes.

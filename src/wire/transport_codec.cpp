@@ -101,8 +101,8 @@ ParseResult<TransportPacket> parse_transport(std::span<const uint8_t> bytes) {
     if (h.bth.pad_count != 0) return Err(ParseError::kBadPadCount);
     if (rest != 0) return Err(ParseError::kUnexpectedPayload);
   } else {
-    // The pad makes the payload a whole number of 4-byte words (IBA 9.2.3): headers are words
-    // already, so what follows them must be too, and the pad cannot exceed it.
+    // The pad makes the payload a whole number of 4-byte words (IBA 9.2, BTH PadCnt): headers are
+    // words already, so what follows them must be too, and the pad cannot exceed it.
     if (rest % 4 != 0) return Err(ParseError::kBadLength);
     if (h.bth.pad_count > rest) return Err(ParseError::kBadPadCount);
   }

@@ -87,7 +87,8 @@ void expect_same_headers(const OpcodeInfo& info, const TransportHeaders& h,
   }
 }
 
-// Header sizes from IBA 9.3 (figures 10-18), written out here rather than taken from opcode.h.
+// Header sizes from IBA 9.3 (the extension header formats), written out here rather than taken from
+// opcode.h.
 TEST(WireOpcodeTable, HeaderSizesAddUp) {
   struct Size {
     Header h;
@@ -116,7 +117,7 @@ TEST(WireOpcodeTable, HeaderSizesAddUp) {
     EXPECT_EQ(info.header_bytes, sum);
     EXPECT_EQ(headers_bytes(info.headers), sum);
     EXPECT_LE(sum, kMaxTransportHeaderBytes);
-    EXPECT_EQ(sum % 4, 0u);  // IBA 9.2.3: headers are whole words, so pads only follow payload
+    EXPECT_EQ(sum % 4, 0u);  // headers are whole words, so pads only follow payload
     // Names carry the service: RC_, UC_, UD_ or CNP.
     const std::string_view prefix = info.name.substr(0, 3);
     switch (info.service) {
@@ -168,7 +169,7 @@ TEST(WireRoundTrip, EveryOpcodeEveryPadBothIpVersions) {
         const uint32_t ip_len = v6 ? kIpv6Bytes : kIpv4Bytes;
         const uint8_t pad = pad_for(len);
         ASSERT_EQ(n, ip_len + kUdpBytes + info.header_bytes + len + pad + kIcrcBytes);
-        // Pad bytes are zero (IBA 9.2.3: "pad bytes ... shall be set to zero" on send).
+        // Pad bytes are sent as zeros (IBA 9.2, BTH PadCnt).
         for (uint32_t i = 0; i < pad; ++i) EXPECT_EQ(buf[n - kIcrcBytes - pad + i], 0);
         buf.resize(n);  // exact size, so ASan catches any read past the end
         auto parsed = parse_ip_packet(buf);
@@ -390,6 +391,16 @@ TEST(WireHeaders, BthBitsAtTheirOffsets) {
   const std::array<uint8_t, 12> want = {0x04, 0xa0, 0x12, 0x34, 0xc0, 0xfe,
                                         0xdc, 0xba, 0x80, 0x00, 0x00, 0x00};
   EXPECT_TRUE(std::equal(want.begin(), want.end(), out.begin()));
+}
+
+// The CRC-32 behind the ICRC is the IEEE one (reflected, init and final XOR all ones): its
+// standard check value, and continuation across split input.
+TEST(WireIcrc, Crc32CheckValue) {
+  const std::string_view check = "123456789";
+  const std::span<const uint8_t> b(reinterpret_cast<const uint8_t*>(check.data()), check.size());
+  EXPECT_EQ(crc32(0, b), 0xcbf43926u);
+  EXPECT_EQ(crc32(crc32(0, b.first(4)), b.subspan(4)), 0xcbf43926u);
+  EXPECT_EQ(crc32(0, {}), 0u);
 }
 
 // Bytes made by scapy's RoCE layer (scapy.contrib.roce), which computes the ICRC itself:
