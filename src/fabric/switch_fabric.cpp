@@ -56,7 +56,6 @@ struct SwitchFabric::Packet {
   uint32_t next = kNone;  // FIFO link, and the free list
   uint32_t payload = kNone;
   uint32_t ip_bytes = 0;
-  uint32_t hdrm_bytes = 0;  // the part charged to the ingress port's PFC headroom
   HostId src = 0, dst = 0;
   PortId ingress = kNone;  // the switch port whose buffer account holds it
   uint16_t udp_src_port = 0;
@@ -161,7 +160,9 @@ HostId SwitchFabric::host_by_address(const Gid& address) const {
   return kNone;
 }
 
-size_t SwitchFabric::ports() const { return ports_.size(); }
+size_t SwitchFabric::ports() const {
+  return ports_.size();
+}
 PortId SwitchFabric::peer(PortId p) const {
   return ports_[p].peer;
 }
@@ -539,7 +540,6 @@ void SwitchFabric::switch_receive(PortId in, uint32_t id, Nanos now) {
     } else {
       // Above XOFF: only the headroom, which the pause sent earlier guarantees is enough.
       port.in_hdrm[prio] += size;
-      pkt.hdrm_bytes = static_cast<uint32_t>(size);
       UROCE_CHECK(port.in_hdrm[prio] <= port.headroom);  // a lossless priority never drops
       counters_.max_lossless_headroom_used =
           std::max(counters_.max_lossless_headroom_used, port.in_hdrm[prio]);
@@ -564,18 +564,18 @@ void SwitchFabric::switch_receive(PortId in, uint32_t id, Nanos now) {
   enqueue(egress, id, now);
 }
 
+// Headroom is the level above XOFF, so a departing packet frees headroom first, whichever packet
+// it was: otherwise the headroom would drain only with the last packets queued, XON would wait for
+// an almost empty queue and the link would idle through the XON round trip.
 void SwitchFabric::release_ingress(Packet& pkt, Nanos now) {
   Port& in = ports_[pkt.ingress];
   Node& n = nodes_[in.node];
   const uint64_t size = pkt.wire_bytes();
-  if (pkt.hdrm_bytes) {
-    in.in_hdrm[pkt.prio] -= pkt.hdrm_bytes;
-  } else {
-    in.in_shared[pkt.prio] -= size;
-    n.shared_used -= size;
-  }
+  const uint64_t from_hdrm = std::min(in.in_hdrm[pkt.prio], size);
+  in.in_hdrm[pkt.prio] -= from_hdrm;
+  in.in_shared[pkt.prio] -= size - from_hdrm;
+  n.shared_used -= size - from_hdrm;
   pkt.ingress = kNone;
-  pkt.hdrm_bytes = 0;
   if (in.xoff_sent[pkt.prio]) check_xon(static_cast<PortId>(&in - ports_.data()), pkt.prio, now);
 }
 
