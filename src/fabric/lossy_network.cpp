@@ -86,7 +86,7 @@ bool LossyNetwork::route(std::span<const uint8_t> ip, EndpointId& to) const {
   return false;
 }
 
-uint32_t LossyNetwork::take_slot(std::span<const uint8_t> bytes, EndpointId to) {
+uint32_t LossyNetwork::take_slot(std::span<const uint8_t> bytes, EndpointId from, EndpointId to) {
   uint32_t s;
   if (!free_.empty()) {
     s = free_.back();
@@ -100,6 +100,7 @@ uint32_t LossyNetwork::take_slot(std::span<const uint8_t> bytes, EndpointId to) 
   Slot& slot = slots_[s];
   std::memcpy(slot.bytes.get(), bytes.data(), bytes.size());
   slot.len = static_cast<uint32_t>(bytes.size());
+  slot.from = from;
   slot.to = to;
   slot.next = kNoSlot;
   return s;
@@ -129,22 +130,25 @@ bool LossyNetwork::send(EndpointId from, std::span<const uint8_t> ip_packet) {
   path.busy_until = departed;
   ++counters_.sent;
   counters_.sent_bytes += ip_packet.size();
+  tap(TapEvent::kSent, from, to, ip_packet);
   // Draws happen in a fixed order (loss, then per copy: jitter, reorder, corrupt; then
   // duplicate) so the stream, and with it the world, is a function of the seed.
   if (loop_.rng().chance(p.loss)) {
     ++counters_.lost;
+    tap(TapEvent::kLost, from, to, ip_packet);
     return true;
   }
-  launch(ip_packet, to, p, departed);
+  launch(ip_packet, from, to, p, departed);
   if (loop_.rng().chance(p.duplicate)) {
     ++counters_.duplicated;
-    launch(ip_packet, to, p, departed);
+    tap(TapEvent::kDuplicated, from, to, ip_packet);
+    launch(ip_packet, from, to, p, departed);
   }
   return true;
 }
 
-void LossyNetwork::launch(std::span<const uint8_t> bytes, EndpointId to, const PathParams& p,
-                          Nanos departed) {
+void LossyNetwork::launch(std::span<const uint8_t> bytes, EndpointId from, EndpointId to,
+                          const PathParams& p, Nanos departed) {
   Rng& rng = loop_.rng();
   Nanos arrival = departed + p.delay_ns + rng.between(0, p.jitter_ns);
   if (rng.chance(p.reorder)) {
@@ -152,18 +156,21 @@ void LossyNetwork::launch(std::span<const uint8_t> bytes, EndpointId to, const P
     arrival += rng.between(1, std::max<Nanos>(p.reorder_delay_ns, 1));
   }
   const bool corrupt = rng.chance(p.corrupt);
-  const uint32_t s = take_slot(bytes, to);
+  const uint32_t s = take_slot(bytes, from, to);
   if (s == kNoSlot) {
     ++counters_.drop_no_buffer;
+    tap(TapEvent::kDropped, from, to, bytes);
     return;
   }
   if (corrupt && !bytes.empty()) {
     ++counters_.corrupted;
     const uint64_t bit = rng.below(uint64_t{bytes.size()} * 8);
     slots_[s].bytes[bit / 8] ^= static_cast<uint8_t>(1u << (bit % 8));
+    tap(TapEvent::kCorrupted, from, to, bytes);
   }
   if (!loop_.schedule_at(arrival, *this, kArrive, s)) {
     ++counters_.drop_event_queue;
+    tap(TapEvent::kDropped, from, to, bytes);
     free_slot(s);
   }
 }
@@ -178,6 +185,7 @@ void LossyNetwork::arrive(uint32_t s, Nanos now) {
   Endpoint& ep = endpoints_[slot.to];
   if (ep.queued >= config_.inbox_packets) {
     ++counters_.drop_inbox_full;
+    tap(TapEvent::kDropped, slot.from, slot.to, {slot.bytes.get(), slot.len});
     free_slot(s);
     return;
   }
@@ -190,6 +198,7 @@ void LossyNetwork::arrive(uint32_t s, Nanos now) {
   ++ep.queued;
   ++counters_.delivered;
   counters_.delivered_bytes += slot.len;
+  tap(TapEvent::kDelivered, slot.from, slot.to, {slot.bytes.get(), slot.len});
   if (ep.notify) ep.notify->on_event(ep.notify_kind, slot.to, now);
 }
 

@@ -13,8 +13,10 @@
 // Not thread-safe; runs on its EventLoop's thread.
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "common/result.h"
@@ -87,6 +89,12 @@ class LossyNetwork final : public EventTarget {
   void pop(EndpointId ep);
   size_t inbox_size(EndpointId ep) const;
 
+  // An observer of every packet's fate, for traces and debugging (off, and free, by default).
+  enum class TapEvent : uint8_t { kSent, kLost, kDuplicated, kCorrupted, kDelivered, kDropped };
+  using Tap = std::function<void(TapEvent, EndpointId from, EndpointId to,
+                                 std::span<const uint8_t> bytes, Nanos now)>;
+  void set_tap(Tap tap) { tap_ = std::move(tap); }
+
   const NetworkCounters& counters() const { return counters_; }
   EventLoop& loop() { return loop_; }
 
@@ -97,7 +105,7 @@ class LossyNetwork final : public EventTarget {
   struct Slot {
     std::unique_ptr<uint8_t[]> bytes;
     uint32_t len = 0;
-    EndpointId to = 0;
+    EndpointId from = 0, to = 0;
     uint32_t next = kNoSlot;  // inbox FIFO link
   };
   struct Endpoint {
@@ -113,10 +121,14 @@ class LossyNetwork final : public EventTarget {
   };
 
   bool route(std::span<const uint8_t> ip_packet, EndpointId& to) const;
-  uint32_t take_slot(std::span<const uint8_t> bytes, EndpointId to);
+  uint32_t take_slot(std::span<const uint8_t> bytes, EndpointId from, EndpointId to);
   void free_slot(uint32_t slot);
   // One copy onto the wire: draws jitter, reordering and corruption, schedules the arrival.
-  void launch(std::span<const uint8_t> bytes, EndpointId to, const PathParams& p, Nanos departed);
+  void launch(std::span<const uint8_t> bytes, EndpointId from, EndpointId to, const PathParams& p,
+              Nanos departed);
+  void tap(TapEvent e, EndpointId from, EndpointId to, std::span<const uint8_t> bytes) {
+    if (tap_) tap_(e, from, to, bytes, loop_.now());
+  }
   void arrive(uint32_t slot, Nanos now);
 
   EventLoop& loop_;
@@ -126,6 +138,7 @@ class LossyNetwork final : public EventTarget {
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_;
   NetworkCounters counters_;
+  Tap tap_;
 };
 
 }  // namespace uroce::fabric
