@@ -1,0 +1,89 @@
+#include "verbs/cq.h"
+
+#include <cerrno>
+
+#include "common/check.h"
+#include "verbs/device.h"
+
+namespace uroce::verbs {
+
+CompletionQueue::CompletionQueue(Context& ctx, uint32_t capacity, CompletionChannel* channel)
+    : ctx_(ctx), channel_(channel), ring_(capacity) {
+  UROCE_CHECK(capacity > 0 && (capacity & (capacity - 1)) == 0);
+  if (channel_) channel_->users_.fetch_add(1);
+}
+
+CompletionQueue::~CompletionQueue() {
+  UROCE_CHECK(users_.load() == 0);
+  // No event may name a destroyed CQ.
+  if (channel_) {
+    channel_->purge(this);
+    channel_->users_.fetch_sub(1);
+  }
+  ctx_.events_.purge(this);
+  ctx_.users_.fetch_sub(1);
+  ctx_.dev_.release(Device::kCq);
+}
+
+bool CompletionQueue::push(const Completion& c) {
+  bool notify = false;
+  {
+    std::lock_guard lock(mu_);
+    if (error_.load(std::memory_order_relaxed) || tail_ - head_ == ring_.size()) {
+      ++lost_;
+      if (!error_.exchange(true)) {
+        // The first overrun: the CQ enters the error state and the consumer hears about it once
+        // (IBA 11.4.2.1; IBV_EVENT_CQ_ERR).
+        AsyncEvent e;
+        e.type = EventType::kCqErr;
+        e.cq = this;
+        ctx_.events_.post(e);
+      }
+      return false;
+    }
+    ring_[tail_ & (ring_.size() - 1)] = c;
+    ++tail_;
+    // IBA 11.4.2.2: a solicited-only arm fires on a solicited completion or an unsuccessful one.
+    if (arm_ == Arm::kNext ||
+        (arm_ == Arm::kSolicited && (c.solicited || c.status != transport::WcStatus::kSuccess))) {
+      arm_ = Arm::kNone;
+      notify = true;
+    }
+    if (notify && channel_) channel_->notify(this);
+  }
+  return true;
+}
+
+size_t CompletionQueue::poll(std::span<Completion> out) {
+  std::lock_guard lock(mu_);
+  size_t n = 0;
+  while (n < out.size() && head_ != tail_) {
+    out[n++] = ring_[head_ & (ring_.size() - 1)];
+    ++head_;
+  }
+  return n;
+}
+
+int CompletionQueue::req_notify(bool solicited_only) {
+  if (!channel_) return EINVAL;
+  std::lock_guard lock(mu_);
+  // A solicited-only request does not weaken an arm for "next" (IBA 11.4.2.2).
+  if (solicited_only) {
+    if (arm_ == Arm::kNone) arm_ = Arm::kSolicited;
+  } else {
+    arm_ = Arm::kNext;
+  }
+  return 0;
+}
+
+size_t CompletionQueue::size() const {
+  std::lock_guard lock(mu_);
+  return static_cast<size_t>(tail_ - head_);
+}
+
+uint64_t CompletionQueue::lost() const {
+  std::lock_guard lock(mu_);
+  return lost_;
+}
+
+}  // namespace uroce::verbs

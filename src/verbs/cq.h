@@ -1,0 +1,72 @@
+#pragma once
+// A completion queue: a fixed ring (a power of two at least as large as requested) that the
+// transport pushes into and applications poll, from different threads.
+//
+// Overrun (IBA 11.4.2.1): a push into a full CQ is refused, never overwrites, puts the CQ in error
+// and posts IBV_EVENT_CQ_ERR to the context once; the completions already queued stay pollable and
+// every later push is refused and counted as lost. The QPs that pushed are moved to ERR by the
+// device with IBV_EVENT_QP_FATAL.
+//
+// Notification (IBA 11.4.2.2, ibv_req_notify_cq): req_notify() arms the CQ once; the next
+// completion pushed (solicited_only: the next solicited or unsuccessful one) disarms it and posts
+// the CQ to its completion channel, whose eventfd becomes readable.
+//
+// Threading: push, poll, req_notify and the queries are safe from any thread.
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "transport/types.h"
+#include "verbs/event.h"
+
+namespace uroce::verbs {
+
+class Context;
+using transport::Completion;
+
+class CompletionQueue : public transport::CompletionSink {
+ public:
+  ~CompletionQueue() override;
+  CompletionQueue(const CompletionQueue&) = delete;
+  CompletionQueue& operator=(const CompletionQueue&) = delete;
+
+  // transport::CompletionSink. False when the CQ is full or in error.
+  bool push(const Completion& c) override;
+
+  // ibv_poll_cq: moves up to out.size() completions out, oldest first; returns how many.
+  size_t poll(std::span<Completion> out);
+  // ibv_req_notify_cq. 0, or EINVAL for a CQ without a completion channel.
+  int req_notify(bool solicited_only);
+
+  uint32_t cqe() const { return static_cast<uint32_t>(ring_.size()); }
+  size_t size() const;
+  bool in_error() const { return error_.load(std::memory_order_acquire); }
+  uint64_t lost() const;  // completions refused because of overrun
+  CompletionChannel* channel() const { return channel_; }
+  Context& context() { return ctx_; }
+  // QPs and SRQs using this CQ (ibv_destroy_cq says EBUSY while > 0).
+  uint32_t users() const { return users_.load(); }
+
+ private:
+  friend class Context;
+  friend class ProtectionDomain;
+  friend class QueuePair;
+  CompletionQueue(Context& ctx, uint32_t capacity, CompletionChannel* channel);
+
+  enum class Arm : uint8_t { kNone, kNext, kSolicited };
+
+  Context& ctx_;
+  CompletionChannel* const channel_;
+  mutable std::mutex mu_;
+  std::vector<Completion> ring_;  // size is a power of two
+  uint64_t head_ = 0;             // next to poll
+  uint64_t tail_ = 0;             // next to fill
+  uint64_t lost_ = 0;
+  Arm arm_ = Arm::kNone;
+  std::atomic<bool> error_{false};
+  std::atomic<uint32_t> users_{0};
+};
+
+}  // namespace uroce::verbs

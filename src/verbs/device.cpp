@@ -1,0 +1,260 @@
+#include "verbs/device.h"
+
+#include <algorithm>
+#include <cerrno>
+
+#include "common/check.h"
+#include "verbs/cq.h"
+#include "verbs/qp.h"
+
+namespace uroce::verbs {
+namespace {
+
+// QPN 0 and 1 are the special QPs of IBA 10.2.4 (SMI, GSI); uroce has neither and starts above.
+constexpr uint32_t kFirstQpn = 0x11;
+constexpr uint32_t kQpnLimit = 1u << 24;
+
+uint32_t hash_gid(const Gid& g) {
+  uint32_t h = 2166136261u;  // FNV-1a
+  for (uint8_t b : g) h = (h ^ b) * 16777619u;
+  return h;
+}
+
+// A modified EUI-64 style GUID from the low bytes of the GID, so two devices differ.
+uint64_t guid_from_gid(const Gid& g) {
+  uint64_t v = 0;
+  for (int i = 8; i < 16; ++i) v = v << 8 | g[i];
+  return v ^ 0x0200000000000000ull;
+}
+
+}  // namespace
+
+TransportFactory default_transport_factory() {
+  return {};
+}
+
+Device::Device(link::Link& link, DeviceConfig config)
+    : link_(link),
+      config_(std::move(config)),
+      gid_(link.local_gid()),
+      keys_(config_.attr.max_mr, config_.key_salt ? config_.key_salt : hash_gid(gid_)),
+      port_state_(static_cast<uint8_t>(config_.port.state)),
+      next_qpn_(kFirstQpn) {
+  if (config_.attr.node_guid == 0) config_.attr.node_guid = guid_from_gid(gid_);
+  if (config_.attr.sys_image_guid == 0) config_.attr.sys_image_guid = config_.attr.node_guid;
+  config_.attr.max_qp = std::min(config_.attr.max_qp, kQpnLimit - kFirstQpn);
+  if (config_.tx_quantum == 0) config_.tx_quantum = 1;
+  if (!config_.transport_factory) config_.transport_factory = default_transport_factory();
+}
+
+Device::~Device() {
+  // Contexts hold a reference to the device: closing the device first is the caller's bug.
+  UROCE_CHECK(contexts_open_.load() == 0);
+}
+
+PortAttr Device::port_attr() const {
+  PortAttr p = config_.port;
+  p.state = static_cast<PortState>(port_state_.load());
+  p.phys_state = p.state == PortState::kActive ? 5 : 3;  // LinkUp : Disabled
+  return p;
+}
+
+Result<std::unique_ptr<Context>> Device::open() {
+  std::unique_ptr<Context> ctx(new Context(*this));
+  {
+    std::lock_guard lock(contexts_mu_);
+    contexts_.push_back(ctx.get());
+  }
+  contexts_open_.fetch_add(1);
+  return ctx;
+}
+
+bool Device::acquire(Resource r) {
+  static_assert(kResourceCount == 6);
+  const uint32_t limits[kResourceCount] = {config_.attr.max_pd, config_.attr.max_cq,
+                                           config_.attr.max_qp, config_.attr.max_mr,
+                                           config_.attr.max_ah, config_.attr.max_srq};
+  uint32_t cur = in_use_[r].load();
+  do {
+    if (cur >= limits[r]) return false;
+  } while (!in_use_[r].compare_exchange_weak(cur, cur + 1));
+  return true;
+}
+
+void Device::release(Resource r) {
+  UROCE_CHECK(in_use_[r].fetch_sub(1) > 0);
+}
+
+Result<uint32_t> Device::register_qp(QueuePair* qp) {
+  // A bounded search: the table holds at most max_qp entries, so one of max_qp + 1 consecutive
+  // candidates is free.
+  for (uint32_t tries = 0; tries <= config_.attr.max_qp; ++tries) {
+    uint32_t qpn = next_qpn_;
+    next_qpn_ = next_qpn_ + 1 >= kQpnLimit ? kFirstQpn : next_qpn_ + 1;
+    if (qps_.count(qpn)) continue;
+    qps_.emplace(qpn, qp);
+    qp_order_.push_back(qp);
+    return qpn;
+  }
+  return Err(ENOMEM);
+}
+
+void Device::unregister_qp(QueuePair* qp) {
+  qps_.erase(qp->qp_num());
+  auto it = std::find(qp_order_.begin(), qp_order_.end(), qp);
+  if (it != qp_order_.end()) qp_order_.erase(it);
+  if (rr_next_ >= qp_order_.size()) rr_next_ = 0;
+  std::vector<Counter> c = qp->counters();
+  if (retired_.empty()) {
+    retired_ = std::move(c);
+  } else {
+    UROCE_CHECK(retired_.size() == c.size());
+    for (size_t i = 0; i < c.size(); ++i) retired_[i].value += c[i].value;
+  }
+}
+
+void Device::post_to_all_contexts(const AsyncEvent& e) {
+  std::lock_guard lock(contexts_mu_);
+  for (Context* c : contexts_) c->events_.post(e);
+}
+
+void Device::set_port_state(PortState state) {
+  uint8_t old = port_state_.exchange(static_cast<uint8_t>(state));
+  if (old == static_cast<uint8_t>(state)) return;
+  AsyncEvent e;
+  e.port = 1;
+  if (state == PortState::kActive) {
+    e.type = EventType::kPortActive;
+  } else if (old == static_cast<uint8_t>(PortState::kActive)) {
+    e.type = EventType::kPortErr;
+  } else {
+    return;
+  }
+  post_to_all_contexts(e);
+}
+
+void Device::deliver(const wire::RxPacket& packet, Nanos now) {
+  if (packet.hdr == nullptr) {
+    rx_drop_unknown_qpn_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  auto it = qps_.find(packet.hdr->bth.dest_qp);
+  if (it == qps_.end()) {
+    rx_drop_unknown_qpn_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (!it->second->receive(packet, now)) rx_drop_qp_state_.fetch_add(1, std::memory_order_relaxed);
+}
+
+Nanos Device::progress(Nanos now, size_t budget) {
+  std::shared_lock quiesce(quiesce_);
+  progress_passes_.fetch_add(1, std::memory_order_relaxed);
+  if (budget == 0) return now;
+  if (port_state_.load() != static_cast<uint8_t>(PortState::kActive)) return kNever;
+
+  size_t received = link_.poll([this, now](const wire::RxPacket& p) { deliver(p, now); }, budget);
+
+  // Round-robin transmit. Each turn either sends packets (bounded by budget) or counts one idle
+  // QP (bounded by the number of QPs), so the loop ends.
+  size_t sent = 0;
+  const size_t n = qp_order_.size();
+  size_t idle_in_a_row = 0;
+  size_t i = n ? rr_next_ % n : 0;
+  while (n && sent < budget && idle_in_a_row < n) {
+    size_t quantum = std::min(config_.tx_quantum, budget - sent);
+    size_t got = qp_order_[i]->transmit(now, link_, quantum);
+    sent += got;
+    idle_in_a_row = got == quantum ? 0 : idle_in_a_row + 1;
+    i = (i + 1) % n;
+  }
+  rr_next_ = i;
+  link_.flush();
+
+  if (received >= budget || sent >= budget) return now;
+  Nanos next = kNever;
+  for (QueuePair* qp : qp_order_) next = std::min(next, qp->next_deadline(now));
+  return next;
+}
+
+std::vector<Counter> Device::counters() const {
+  std::shared_lock quiesce(quiesce_);
+  std::vector<Counter> total = retired_;
+  for (const QueuePair* qp : qp_order_) {
+    std::vector<Counter> c = qp->counters();
+    if (total.empty()) {
+      total = std::move(c);
+      continue;
+    }
+    UROCE_CHECK(total.size() == c.size());
+    for (size_t i = 0; i < c.size(); ++i) total[i].value += c[i].value;
+  }
+  const link::LinkCounters& l = link_.counters();
+  std::vector<Counter> own = {
+      {"rx_unknown_qpn_drops", rx_drop_unknown_qpn_.load()},
+      {"rx_qp_state_drops", rx_drop_qp_state_.load()},
+      {"link_tx_packets", l.tx_packets},
+      {"link_tx_bytes", l.tx_bytes},
+      {"link_rx_packets", l.rx_packets},
+      {"link_rx_bytes", l.rx_bytes},
+      {"link_rx_ce_marked", l.rx_ce_marked},
+      {"rx_icrc_encapsulated", l.rx_drop_bad_icrc},  // mlx5's name for RoCE ICRC errors
+      {"link_rx_malformed_drops", l.rx_drop_malformed},
+      {"link_rx_not_roce_drops", l.rx_drop_not_roce},
+      {"link_tx_errors", l.tx_errors},
+      {"progress_passes", progress_passes_.load()},
+  };
+  total.insert(total.end(), own.begin(), own.end());
+  return total;
+}
+
+// ---- Context ----------------------------------------------------------------------------------
+
+Context::Context(Device& dev) : dev_(dev) {}
+
+Context::~Context() {
+  UROCE_CHECK(users_.load() == 0);
+  {
+    std::lock_guard lock(dev_.contexts_mu_);
+    std::erase(dev_.contexts_, this);
+  }
+  dev_.contexts_open_.fetch_sub(1);
+}
+
+Result<std::unique_ptr<ProtectionDomain>> Context::alloc_pd() {
+  if (!dev_.acquire(Device::kPd)) return Err(ENOMEM);
+  users_.fetch_add(1);
+  return std::unique_ptr<ProtectionDomain>(new ProtectionDomain(*this));
+}
+
+Result<std::unique_ptr<CompletionChannel>> Context::create_comp_channel() {
+  auto ch = std::make_unique<CompletionChannel>();
+  if (ch->fd() < 0) return Err(EMFILE);
+  return ch;
+}
+
+Result<std::unique_ptr<CompletionQueue>> Context::create_cq(uint32_t cqe,
+                                                            CompletionChannel* channel) {
+  if (cqe == 0 || cqe > dev_.attr().max_cqe) return Err(EINVAL);
+  if (!dev_.acquire(Device::kCq)) return Err(ENOMEM);
+  uint32_t capacity = 1;
+  while (capacity < cqe) capacity <<= 1;
+  users_.fetch_add(1);
+  return std::unique_ptr<CompletionQueue>(new CompletionQueue(*this, capacity, channel));
+}
+
+Result<PortAttr> Context::query_port(uint8_t port_num) const {
+  if (port_num != 1) return Err(EINVAL);
+  return dev_.port_attr();
+}
+
+Result<Gid> Context::query_gid(uint8_t port_num, int index) const {
+  if (port_num != 1 || index != 0) return Err(EINVAL);
+  return dev_.gid();
+}
+
+Result<uint16_t> Context::query_pkey(uint8_t port_num, int index) const {
+  if (port_num != 1 || index != 0) return Err(EINVAL);
+  return uint16_t{0xffff};  // the default full-membership P_Key (IBA 10.9.1.2)
+}
+
+}  // namespace uroce::verbs

@@ -1,0 +1,188 @@
+#pragma once
+// The device (one software RoCE NIC with one port, attached to a link::Link) and the context (an
+// opened device: the parent of PDs, CQs and completion channels, and the owner of an async event
+// queue). Together with the objects in cq.h, mr.h, qp.h and srq.h they are the verbs layer.
+//
+// Ownership: every create/alloc/open returns a std::unique_ptr; destroying it is the verb's
+// destroy/dealloc/dereg/close. Children must be destroyed before their parents (MR, QP, AH, SRQ
+// before their PD; PD, CQ, channel before their context; contexts before the device): a parent
+// destroyed with live children is a bug in the caller and aborts. users() tells how many children
+// are alive so the ABI layer can answer EBUSY instead (ibv_dealloc_pd, ibv_destroy_cq, ...).
+//
+// Errors: every verb returns an errno value (0 for success) or Result<T, int> with an errno, as
+// the corresponding ibv_* call does, so the ABI layer passes them through unchanged.
+//
+// Threading:
+//   - progress() is called by one thread at a time (the progress engine's thread, or the
+//     simulator's loop). It may run concurrently with every other call.
+//   - Application threads may concurrently post (QueuePair::post_send/post_recv,
+//     SharedReceiveQueue::post_recv), poll and arm CQs, modify/query QPs, and create/destroy
+//     objects. Destroying an object concurrently with a call on the same object is the caller's bug
+//     (as in libibverbs).
+//   - Lock order: Device::quiesce (shared for progress passes, posts and modify; exclusive for
+//     destroy/dereg, which thereby wait out any pass in flight) -> QueuePair -> CompletionQueue ->
+//     event queues. No lock is held while calling anything outside uroce.
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/result.h"
+#include "common/types.h"
+#include "link/link.h"
+#include "transport/qp.h"
+#include "verbs/attrs.h"
+#include "verbs/event.h"
+#include "verbs/mr.h"
+
+namespace uroce::verbs {
+
+class CompletionQueue;
+class QueuePair;
+
+// Builds the transport half of a QP. The default is transport::TransportQp::create; tests inject
+// their own to exercise the verbs rules in isolation.
+using TransportFactory = std::function<std::unique_ptr<transport::TransportQp>(
+    QpType type, uint32_t qpn, const QpCapabilities& caps, transport::MemoryAccess& memory,
+    transport::CompletionSink& send_cq, transport::CompletionSink& recv_cq,
+    transport::RecvQueue* srq)>;
+
+// transport::TransportQp::create, wrapped.
+TransportFactory default_transport_factory();
+
+struct DeviceConfig {
+  std::string name = "uroce0";
+  DeviceAttr attr;  // limits; node_guid 0 means "derive from the GID"
+  PortAttr port;    // active_mtu is the largest path MTU a QP may use
+  // Mixed into memory keys so that two devices do not hand out the same keys; 0 = derive from
+  // the GID.
+  uint32_t key_salt = 0;
+  // Packets one QP may send per round-robin turn in progress(); bounds unfairness between QPs.
+  size_t tx_quantum = 16;
+  TransportFactory transport_factory;  // empty: transport::TransportQp::create
+};
+
+class Context;
+
+class Device {
+ public:
+  // The link must outlive the device. Nothing else is needed: this is how the simulator builds a
+  // device on a fabric link, and how the progress engine builds one on a UDP link.
+  explicit Device(link::Link& link, DeviceConfig config = {});
+  ~Device();
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const std::string& name() const { return config_.name; }
+  Gid gid() const { return gid_; }
+  const DeviceAttr& attr() const { return config_.attr; }
+  PortAttr port_attr() const;
+  link::Link& link() { return link_; }
+
+  // ibv_open_device.
+  Result<std::unique_ptr<Context>> open();
+
+  // One pass of the NIC's work at time `now`: receive up to `budget` packets from the link and
+  // hand each to its QP by BTH DestQP (unknown QPN, or a QP in RESET/INIT: counted drop), let the
+  // QPs transmit up to `budget` packets round-robin (tx_quantum each per turn), flush the link.
+  // Returns the earliest time progress() has work again: `now` if a budget ran out, the earliest
+  // QP timer or pacing deadline otherwise, kNever if idle. Call it again when that time comes or
+  // when the link's wait_fd() becomes readable or after any post.
+  Nanos progress(Nanos now, size_t budget = kDefaultBudget);
+  static constexpr size_t kDefaultBudget = 64;
+
+  // Port state changes (link down/up) post PORT_ERR / PORT_ACTIVE to every open context.
+  void set_port_state(PortState state);
+
+  // Device-wide counters (rdma-core hw_counters names where one exists): the sum over live and
+  // destroyed QPs plus the device's own drops.
+  std::vector<Counter> counters() const;
+
+  uint32_t users() const { return contexts_open_.load(); }
+
+ private:
+  friend class Context;
+  friend class ProtectionDomain;
+  friend class MemoryRegion;
+  friend class QueuePair;
+  friend class CompletionQueue;
+  friend class SharedReceiveQueue;
+  friend class AddressHandle;
+
+  // Resources with a DeviceAttr limit.
+  enum Resource { kPd, kCq, kQp, kMr, kAh, kSrq, kResourceCount };
+  bool acquire(Resource r);
+  void release(Resource r);
+
+  Result<uint32_t> register_qp(QueuePair* qp);  // allocates the QPN; needs quiesce_ exclusive
+  void unregister_qp(QueuePair* qp);            // needs quiesce_ exclusive
+  void post_to_all_contexts(const AsyncEvent& e);
+  void deliver(const wire::RxPacket& packet, Nanos now);
+
+  link::Link& link_;
+  DeviceConfig config_;
+  Gid gid_;
+  KeyTable keys_;
+  std::atomic<uint8_t> port_state_;
+
+  // See "Lock order" above.
+  mutable std::shared_mutex quiesce_;
+  std::unordered_map<uint32_t, QueuePair*> qps_;
+  std::vector<QueuePair*> qp_order_;  // round-robin order
+  size_t rr_next_ = 0;
+  uint32_t next_qpn_ = 0;
+
+  std::mutex contexts_mu_;
+  std::vector<Context*> contexts_;
+  std::atomic<uint32_t> contexts_open_{0};
+
+  std::array<std::atomic<uint32_t>, kResourceCount> in_use_{};
+
+  // Counters of the device itself.
+  std::atomic<uint64_t> rx_drop_unknown_qpn_{0};
+  std::atomic<uint64_t> rx_drop_qp_state_{0};
+  std::atomic<uint64_t> progress_passes_{0};
+  // Counters of QPs already destroyed, so device totals never go backwards.
+  std::vector<Counter> retired_;
+};
+
+class Context {
+ public:
+  ~Context();
+  Context(const Context&) = delete;
+  Context& operator=(const Context&) = delete;
+
+  Device& device() { return dev_; }
+  AsyncEventQueue& async_events() { return events_; }
+
+  Result<std::unique_ptr<ProtectionDomain>> alloc_pd();
+  Result<std::unique_ptr<CompletionChannel>> create_comp_channel();
+  // ibv_create_cq: at least `cqe` entries (rounded up to a power of two; cqe() says how many).
+  // EINVAL for 0 or more than max_cqe.
+  Result<std::unique_ptr<CompletionQueue>> create_cq(uint32_t cqe,
+                                                     CompletionChannel* channel = nullptr);
+
+  const DeviceAttr& query_device() const { return dev_.attr(); }
+  Result<PortAttr> query_port(uint8_t port_num) const;
+  Result<Gid> query_gid(uint8_t port_num, int index) const;
+  Result<uint16_t> query_pkey(uint8_t port_num, int index) const;
+
+  uint32_t users() const { return users_.load(); }
+
+ private:
+  friend class Device;
+  friend class ProtectionDomain;
+  friend class CompletionQueue;
+  explicit Context(Device& dev);
+  Device& dev_;
+  AsyncEventQueue events_;
+  std::atomic<uint32_t> users_{0};
+};
+
+}  // namespace uroce::verbs

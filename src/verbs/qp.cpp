@@ -1,0 +1,510 @@
+#include "verbs/qp.h"
+
+#include <cerrno>
+#include <shared_mutex>
+
+#include "common/check.h"
+#include "verbs/cq.h"
+#include "verbs/device.h"
+
+namespace uroce::verbs {
+namespace {
+
+using S = QpState;
+using T = QpType;
+
+constexpr uint32_t kQpAccessMask = transport::kAccessLocalWrite | transport::kAccessRemoteWrite |
+                                   transport::kAccessRemoteRead | transport::kAccessRemoteAtomic;
+
+struct PerType {
+  uint32_t rc = 0, uc = 0, ud = 0;
+  uint32_t of(T t) const { return t == T::kRc ? rc : t == T::kUc ? uc : ud; }
+};
+struct Row {
+  S from, to;
+  PerType required, optional;
+};
+
+// IBA 10.3.1 table 91 for RC, UC and UD, in the form of Linux's qp_state_table (drivers/infiniband
+// /core/verbs.c), which libibverbs applications are written against. Pairs absent here are
+// invalid. Any state may go to RESET or ERR with the state bit alone.
+constexpr uint32_t kUdInit = kQpPkeyIndex | kQpPort | kQpQkey;
+constexpr uint32_t kConnInit = kQpPkeyIndex | kQpPort | kQpAccessFlags;
+constexpr Row kTable[] = {
+    {S::kReset, S::kInit, {kConnInit, kConnInit, kUdInit}, {}},
+    {S::kInit, S::kInit, {}, {kConnInit, kConnInit, kUdInit}},
+    {S::kInit,
+     S::kRtr,
+     {kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic | kQpMinRnrTimer,
+      kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn, 0},
+     {kQpAltPath | kQpAccessFlags | kQpPkeyIndex, kQpAltPath | kQpAccessFlags | kQpPkeyIndex,
+      kQpPkeyIndex | kQpQkey}},
+    {S::kRtr,
+     S::kRts,
+     {kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpSqPsn | kQpMaxQpRdAtomic, kQpSqPsn, kQpSqPsn},
+     {kQpCurState | kQpAltPath | kQpAccessFlags | kQpMinRnrTimer | kQpPathMigState,
+      kQpCurState | kQpAltPath | kQpAccessFlags | kQpPathMigState, kQpCurState | kQpQkey}},
+    {S::kRts,
+     S::kRts,
+     {},
+     {kQpCurState | kQpAccessFlags | kQpAltPath | kQpPathMigState | kQpMinRnrTimer,
+      kQpCurState | kQpAccessFlags | kQpAltPath | kQpPathMigState, kQpCurState | kQpQkey}},
+    {S::kRts, S::kSqd, {}, {kQpEnSqdAsyncNotify, kQpEnSqdAsyncNotify, kQpEnSqdAsyncNotify}},
+    {S::kSqd,
+     S::kRts,
+     {},
+     {kQpCurState | kQpAltPath | kQpAccessFlags | kQpMinRnrTimer | kQpPathMigState,
+      kQpCurState | kQpAltPath | kQpAccessFlags | kQpPathMigState, kQpCurState | kQpQkey}},
+    {S::kSqd,
+     S::kSqd,
+     {},
+     {kQpPort | kQpAv | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic |
+          kQpMaxDestRdAtomic | kQpAltPath | kQpAccessFlags | kQpPkeyIndex | kQpMinRnrTimer |
+          kQpPathMigState,
+      kQpAv | kQpAltPath | kQpAccessFlags | kQpPkeyIndex | kQpPathMigState,
+      kQpPkeyIndex | kQpQkey}},
+    // SQE exists for UC and UD only: an RC send error takes the QP to ERR (IBA 10.3.1).
+    {S::kSqe, S::kRts, {}, {0, kQpCurState | kQpAccessFlags, kQpCurState | kQpQkey}},
+};
+
+bool valid_state(S s) {
+  return static_cast<uint8_t>(s) <= static_cast<uint8_t>(S::kErr);
+}
+bool valid_type(T t) {
+  return t == T::kRc || t == T::kUc || t == T::kUd;
+}
+
+uint16_t udp_source_port(uint32_t flow_label, uint32_t a, uint32_t b) {
+  // RoCEv2 NICs spread flows over ECMP paths by the UDP source port, taken from the flow label
+  // when there is one (as rdma_flow_label_to_udp_sport does) and from the QPNs otherwise; the
+  // top two bits are set so the port is in the dynamic range (IBA annex A17.3.2).
+  uint32_t x = flow_label ? (flow_label & 0x3fff) ^ ((flow_label & 0xfc000) >> 14)
+                          : (a * 0x9e3779b1u) ^ (b * 0x85ebca6bu);
+  x ^= x >> 14;
+  return static_cast<uint16_t>(0xc000 | (x & 0x3fff));
+}
+
+}  // namespace
+
+TransitionMasks transition_masks(QpState from, QpState to, QpType type) {
+  if (!valid_state(from) || !valid_state(to) || !valid_type(type)) return {};
+  if (to == S::kReset || to == S::kErr) return {true, 0, 0};
+  for (const Row& r : kTable) {
+    if (r.from != from || r.to != to) continue;
+    if (from == S::kSqe && type == T::kRc) return {};
+    return {true, r.required.of(type), r.optional.of(type)};
+  }
+  return {};
+}
+
+Result<transport::AddressVector> make_address_vector(const AhAttr& ah, const Device& dev,
+                                                     uint32_t src_qpn, uint32_t dst_qpn) {
+  // RoCE routes by GRH only (IBA annex A16/A17): no GRH, no destination.
+  if (!ah.is_global || ah.port_num != 1) return Err(EINVAL);
+  if (ah.grh.sgid_index >= static_cast<uint32_t>(dev.port_attr().gid_tbl_len)) return Err(EINVAL);
+  if (ah.grh.flow_label >> 20) return Err(EINVAL);
+  bool zero = true;
+  for (uint8_t b : ah.grh.dgid) zero = zero && b == 0;
+  if (zero) return Err(EINVAL);
+  transport::AddressVector av;
+  av.dgid = ah.grh.dgid;
+  av.traffic_class = ah.grh.traffic_class;
+  av.hop_limit = ah.grh.hop_limit;
+  av.flow_label = ah.grh.flow_label;
+  av.udp_src_port = udp_source_port(ah.grh.flow_label, src_qpn, dst_qpn);
+  return av;
+}
+
+// Counts completion statuses on their way to a CQ, for the error counters the transport does
+// not keep, and notes an overrun so the QP can go to ERR.
+class QueuePair::CountingSink : public transport::CompletionSink {
+ public:
+  CountingSink(QueuePair& qp, CompletionQueue& cq) : qp_(qp), cq_(cq) {}
+  bool push(const transport::Completion& c) override {
+    using transport::WcStatus;
+    if (c.status != WcStatus::kSuccess) {
+      bool recv =
+          static_cast<uint8_t>(c.opcode) >= static_cast<uint8_t>(transport::WcOpcode::kRecv);
+      if (c.status == WcStatus::kWrFlushErr) {
+        (recv ? qp_.resp_cqe_flush_error_ : qp_.req_cqe_flush_error_).fetch_add(1);
+      } else {
+        (recv ? qp_.resp_cqe_error_ : qp_.req_cqe_error_).fetch_add(1);
+      }
+      if (c.status == WcStatus::kRnrRetryExcErr) qp_.rnr_nak_retry_err_.fetch_add(1);
+    }
+    if (cq_.push(c)) return true;
+    overrun = true;
+    return false;
+  }
+  bool overrun = false;  // guarded by the QP's lock, like every transport call
+
+ private:
+  QueuePair& qp_;
+  CompletionQueue& cq_;
+};
+
+// The QP's lock, then its SRQ's: the transport pops the SRQ, which application threads post to.
+struct QueuePair::Guard {
+  explicit Guard(const QueuePair& qp)
+      : qp_lock(qp.mu_),
+        srq_lock(qp.init_.srq ? std::unique_lock(qp.init_.srq->mu_)
+                              : std::unique_lock<std::mutex>()) {}
+  std::unique_lock<std::mutex> qp_lock;
+  std::unique_lock<std::mutex> srq_lock;
+};
+
+QueuePair::QueuePair(ProtectionDomain& pd, const QpInitAttr& init)
+    : pd_(pd), dev_(pd.device()), type_(init.qp_type), init_(init) {
+  send_sink_ = std::make_unique<CountingSink>(*this, *init.send_cq);
+  recv_sink_ = std::make_unique<CountingSink>(*this, *init.recv_cq);
+  // Defaults a query reports before the first modify, as a fresh ibv QP does.
+  attr_.path_mtu = dev_.port_attr().active_mtu;
+  attr_.cap = init.cap;
+}
+
+QueuePair::~QueuePair() {
+  {
+    std::unique_lock barrier(dev_.quiesce_);
+    if (qpn_ != 0) dev_.unregister_qp(this);
+    tqp_.reset();
+  }
+  pd_.context().async_events().purge(this);
+  init_.send_cq->users_.fetch_sub(1);
+  init_.recv_cq->users_.fetch_sub(1);
+  if (init_.srq) init_.srq->users_.fetch_sub(1);
+  pd_.users_.fetch_sub(1);
+  dev_.release(Device::kQp);
+}
+
+Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(const QpInitAttr& attr) {
+  const DeviceAttr& d = device().attr();
+  if (!valid_type(attr.qp_type) || !attr.send_cq || !attr.recv_cq) return Err(EINVAL);
+  if (&attr.send_cq->context() != &ctx_ || &attr.recv_cq->context() != &ctx_) return Err(EINVAL);
+  if (attr.srq && &attr.srq->pd().context() != &ctx_) return Err(EINVAL);
+  const QpCapabilities& c = attr.cap;
+  if (c.max_send_wr > d.max_qp_wr || c.max_recv_wr > d.max_qp_wr || c.max_send_sge > d.max_sge ||
+      c.max_recv_sge > d.max_sge || c.max_inline_data > d.max_inline_data)
+    return Err(EINVAL);
+  if (!device().config_.transport_factory) return Err(EOPNOTSUPP);
+  if (!device().acquire(Device::kQp)) return Err(ENOMEM);
+
+  QpInitAttr init = attr;
+  // ibv_create_qp returns the capabilities granted, which may exceed those asked for; every queue
+  // gets at least one entry so the transport never sees an empty ring.
+  init.cap.max_send_wr = std::max<uint32_t>(c.max_send_wr, 1);
+  init.cap.max_recv_wr = attr.srq ? 0 : std::max<uint32_t>(c.max_recv_wr, 1);
+  init.cap.max_send_sge = std::max<uint32_t>(c.max_send_sge, 1);
+  init.cap.max_recv_sge = attr.srq ? 0 : std::max<uint32_t>(c.max_recv_sge, 1);
+  std::unique_ptr<QueuePair> qp(new QueuePair(*this, init));
+  users_.fetch_add(1);
+  attr.send_cq->users_.fetch_add(1);
+  attr.recv_cq->users_.fetch_add(1);
+  if (attr.srq) attr.srq->users_.fetch_add(1);
+  // From here on ~QueuePair undoes everything above.
+
+  std::unique_lock barrier(device().quiesce_);
+  auto qpn = device().register_qp(qp.get());
+  if (!qpn) return Err(qpn.error());
+  qp->qpn_ = *qpn;
+  qp->tqp_ =
+      device().config_.transport_factory(init.qp_type, *qpn, init.cap, *this, *qp->send_sink_,
+                                         *qp->recv_sink_, attr.srq ? &attr.srq->rq_ : nullptr);
+  barrier.unlock();
+  if (!qp->tqp_) return Err(ENOMEM);
+  return qp;
+}
+
+QpState QueuePair::state() const {
+  std::lock_guard lock(mu_);
+  return tqp_->state();
+}
+
+int QueuePair::validate(const QpAttr& a, uint32_t mask, QpState cur, QpState next) const {
+  TransitionMasks t = transition_masks(cur, next, type_);
+  if (!t.valid) return EINVAL;
+  const uint32_t given = mask & ~kQpState;
+  if ((given & t.required) != t.required || (given & ~(t.required | t.optional))) return EINVAL;
+
+  const DeviceAttr& d = dev_.attr();
+  // A stated current state must be the actual one (IBA 11.2.4.2, "current QP state").
+  if ((mask & kQpCurState) && a.cur_qp_state != cur) return EINVAL;
+  if ((mask & kQpPkeyIndex) && a.pkey_index >= dev_.port_attr().pkey_tbl_len) return EINVAL;
+  if ((mask & kQpPort) && a.port_num != 1) return EINVAL;
+  if ((mask & kQpAccessFlags) && (a.qp_access_flags & ~kQpAccessMask)) return EINVAL;
+  if (mask & kQpPathMtu) {
+    auto m = static_cast<uint8_t>(a.path_mtu);
+    if (m < static_cast<uint8_t>(Mtu::k256) ||
+        m > static_cast<uint8_t>(dev_.port_attr().active_mtu))
+      return EINVAL;
+  }
+  if ((mask & kQpAv) && !make_address_vector(a.ah_attr, dev_, qpn_, a.dest_qp_num)) return EINVAL;
+  if ((mask & kQpAltPath) && (a.alt_port_num != 1 || a.alt_pkey_index != 0 ||
+                              !make_address_vector(a.alt_ah_attr, dev_, qpn_, 0)))
+    return EINVAL;
+  if ((mask & kQpPathMigState) && a.path_mig_state > 2) return EINVAL;  // ibv_mig_state
+  if ((mask & kQpDestQpn) && a.dest_qp_num >> 24) return EINVAL;
+  // Field widths of IBA 11.2.4.2: timers and retry counts.
+  if ((mask & kQpTimeout) && a.timeout > 31) return EINVAL;
+  if ((mask & kQpMinRnrTimer) && a.min_rnr_timer > 31) return EINVAL;
+  if ((mask & kQpRetryCnt) && a.retry_cnt > 7) return EINVAL;
+  if ((mask & kQpRnrRetry) && a.rnr_retry > 7) return EINVAL;
+  if ((mask & kQpMaxQpRdAtomic) && a.max_rd_atomic > d.max_qp_init_rd_atom) return EINVAL;
+  if ((mask & kQpMaxDestRdAtomic) && a.max_dest_rd_atomic > d.max_qp_rd_atom) return EINVAL;
+  return 0;
+}
+
+void QueuePair::apply(const QpAttr& a, uint32_t mask) {
+  if (mask & kQpPkeyIndex) attr_.pkey_index = a.pkey_index;
+  if (mask & kQpPort) attr_.port_num = a.port_num;
+  if (mask & kQpQkey) attr_.qkey = a.qkey;
+  if (mask & kQpAccessFlags) attr_.qp_access_flags = a.qp_access_flags;
+  if (mask & kQpPathMtu) attr_.path_mtu = a.path_mtu;
+  if (mask & kQpAv) attr_.ah_attr = a.ah_attr;
+  if (mask & kQpAltPath) {
+    // Stored and reported, never used: uroce has one port and no automatic path migration.
+    attr_.alt_ah_attr = a.alt_ah_attr;
+    attr_.alt_port_num = a.alt_port_num;
+    attr_.alt_pkey_index = a.alt_pkey_index;
+    attr_.alt_timeout = a.alt_timeout;
+  }
+  if (mask & kQpPathMigState) attr_.path_mig_state = a.path_mig_state;
+  if (mask & kQpDestQpn) attr_.dest_qp_num = a.dest_qp_num;
+  // PSNs are 24 bits (IBA 9.7.1); like the kernel drivers, uroce keeps the low 24 bits of what
+  // the application passes (many pass lrand48() unmasked).
+  if (mask & kQpRqPsn) attr_.rq_psn = a.rq_psn & Psn::kMask;
+  if (mask & kQpSqPsn) attr_.sq_psn = a.sq_psn & Psn::kMask;
+  if (mask & kQpTimeout) attr_.timeout = a.timeout;
+  if (mask & kQpMinRnrTimer) attr_.min_rnr_timer = a.min_rnr_timer;
+  if (mask & kQpRetryCnt) attr_.retry_cnt = a.retry_cnt;
+  if (mask & kQpRnrRetry) attr_.rnr_retry = a.rnr_retry;
+  if (mask & kQpMaxQpRdAtomic) attr_.max_rd_atomic = a.max_rd_atomic;
+  if (mask & kQpMaxDestRdAtomic) attr_.max_dest_rd_atomic = a.max_dest_rd_atomic;
+  if (mask & kQpEnSqdAsyncNotify) attr_.en_sqd_async_notify = a.en_sqd_async_notify;
+}
+
+transport::QpConfig QueuePair::config() const {
+  transport::QpConfig c;
+  c.dest_qpn = attr_.dest_qp_num;
+  c.sq_psn = Psn(attr_.sq_psn);
+  c.rq_psn = Psn(attr_.rq_psn);
+  c.path_mtu_bytes = mtu_bytes(attr_.path_mtu);
+  c.timeout = attr_.timeout;
+  c.retry_cnt = attr_.retry_cnt;
+  c.rnr_retry = attr_.rnr_retry;
+  c.min_rnr_timer = attr_.min_rnr_timer;
+  c.max_rd_atomic = attr_.max_rd_atomic;
+  c.max_dest_rd_atomic = attr_.max_dest_rd_atomic;
+  c.qp_access_flags = attr_.qp_access_flags;
+  c.qkey = attr_.qkey;
+  c.pkey = 0xffff;
+  if (auto av = make_address_vector(attr_.ah_attr, dev_, qpn_, attr_.dest_qp_num)) c.path = *av;
+  c.sq_sig_all = init_.sq_sig_all;
+  return c;
+}
+
+int QueuePair::modify(const QpAttr& attr, uint32_t mask) {
+  std::shared_lock quiesce(dev_.quiesce_);
+  Guard guard(*this);
+  const QpState cur = tqp_->state();
+  const QpState next = (mask & kQpState) ? attr.qp_state : cur;
+  if (int err = validate(attr, mask, cur, next)) return err;
+  apply(attr, mask);
+  if (mask & ~(kQpState | kQpCurState)) tqp_->configure(config());
+  if (next != cur || next == QpState::kReset || next == QpState::kErr) {
+    tqp_->set_state(next);
+    if (next == QpState::kReset) fatal_reported_ = false;
+  }
+  check_fatal_locked();
+  return 0;
+}
+
+QpAttr QueuePair::query() const {
+  std::lock_guard lock(mu_);
+  QpAttr a = attr_;
+  a.qp_state = a.cur_qp_state = tqp_->state();
+  a.cap = init_.cap;
+  return a;
+}
+
+void QueuePair::check_fatal_locked() {
+  if (!send_sink_->overrun && !recv_sink_->overrun) return;
+  send_sink_->overrun = recv_sink_->overrun = false;
+  if (tqp_->state() != QpState::kErr) tqp_->set_state(QpState::kErr);
+  if (!fatal_reported_) {
+    fatal_reported_ = true;
+    AsyncEvent e;
+    e.type = EventType::kQpFatal;
+    e.qp = this;
+    pd_.context().async_events().post(e);
+  }
+}
+
+int QueuePair::post_send(const transport::SendWr& wr) {
+  std::shared_lock quiesce(dev_.quiesce_);
+  Guard guard(*this);
+  QpState s = tqp_->state();
+  // ibv_post_send(3): the send queue accepts work only from RTS on (IBA 10.3.1; in SQD it
+  // queues, in SQE and ERR it flushes).
+  if (s == QpState::kReset || s == QpState::kInit || s == QpState::kRtr) return EINVAL;
+  int err = tqp_->post_send(wr);
+  check_fatal_locked();
+  return err;
+}
+
+int QueuePair::post_send(std::span<const transport::SendWr> wrs, size_t* bad) {
+  for (size_t i = 0; i < wrs.size(); ++i) {
+    if (int err = post_send(wrs[i])) {
+      if (bad) *bad = i;
+      return err;
+    }
+  }
+  return 0;
+}
+
+int QueuePair::post_recv(const transport::RecvWr& wr) {
+  if (init_.srq) return EINVAL;  // receives go to the SRQ
+  std::shared_lock quiesce(dev_.quiesce_);
+  Guard guard(*this);
+  // The receive queue accepts work from INIT on (IBA 10.3.1).
+  if (tqp_->state() == QpState::kReset) return EINVAL;
+  int err = tqp_->post_recv(wr);
+  check_fatal_locked();
+  return err;
+}
+
+int QueuePair::post_recv(std::span<const transport::RecvWr> wrs, size_t* bad) {
+  for (size_t i = 0; i < wrs.size(); ++i) {
+    if (int err = post_recv(wrs[i])) {
+      if (bad) *bad = i;
+      return err;
+    }
+  }
+  return 0;
+}
+
+bool QueuePair::receive(const wire::RxPacket& packet, Nanos now) {
+  Guard guard(*this);
+  QpState s = tqp_->state();
+  if (s == QpState::kReset || s == QpState::kInit) return false;
+  tqp_->receive(packet, now);
+  check_fatal_locked();
+  return true;
+}
+
+size_t QueuePair::transmit(Nanos now, wire::PacketSink& sink, size_t budget) {
+  Guard guard(*this);
+  if (tqp_->state() == QpState::kReset) return 0;
+  size_t n = tqp_->transmit(now, sink, budget);
+  check_fatal_locked();
+  return n;
+}
+
+Nanos QueuePair::next_deadline(Nanos now) const {
+  std::lock_guard lock(mu_);
+  if (tqp_->state() == QpState::kReset) return kNever;
+  return tqp_->next_deadline(now);
+}
+
+std::vector<Counter> QueuePair::counters() const {
+  transport::QpCounters t;
+  {
+    std::lock_guard lock(mu_);
+    if (tqp_) t = tqp_->counters();  // null only while a failed create_qp unwinds
+  }
+  return {
+      {"tx_packets", t.tx_packets},
+      {"tx_bytes", t.tx_bytes},
+      {"rx_packets", t.rx_packets},
+      {"rx_bytes", t.rx_bytes},
+      {"retransmitted_packets", t.retransmitted_packets},
+      {"local_ack_timeout_err", t.local_ack_timeouts},
+      {"out_of_buffer", t.rnr_naks_sent},  // RNR NAKs sent for want of a receive WQE
+      {"rnr_naks_received", t.rnr_naks_received},
+      {"seq_naks_sent", t.seq_naks_sent},
+      {"packet_seq_err", t.seq_naks_received},
+      {"naks_sent", t.naks_sent},
+      {"naks_received", t.naks_received},
+      {"duplicate_request", t.duplicate_requests},
+      {"out_of_sequence", t.out_of_sequence},
+      {"rx_qp_drops", t.rx_dropped},
+      {"np_ecn_marked_roce_packets", t.ce_marked},
+      {"np_cnp_sent", t.cnps_sent},
+      {"rp_cnp_handled", t.cnps_received},
+      {"rnr_nak_retry_err", rnr_nak_retry_err_.load()},
+      {"req_cqe_error", req_cqe_error_.load()},
+      {"resp_cqe_error", resp_cqe_error_.load()},
+      {"req_cqe_flush_error", req_cqe_flush_error_.load()},
+      {"resp_cqe_flush_error", resp_cqe_flush_error_.load()},
+  };
+}
+
+// ---- AddressHandle ----------------------------------------------------------------------------
+
+AddressHandle::AddressHandle(ProtectionDomain& pd, const AhAttr& attr,
+                             const transport::AddressVector& av)
+    : pd_(pd), attr_(attr), av_(av) {}
+
+AddressHandle::~AddressHandle() {
+  pd_.users_.fetch_sub(1);
+  pd_.device().release(Device::kAh);
+}
+
+Result<std::unique_ptr<AddressHandle>> ProtectionDomain::create_ah(const AhAttr& attr) {
+  auto av = make_address_vector(attr, device(), 0, 0);
+  if (!av) return Err(av.error());
+  if (!device().acquire(Device::kAh)) return Err(ENOMEM);
+  users_.fetch_add(1);
+  return std::unique_ptr<AddressHandle>(new AddressHandle(*this, attr, *av));
+}
+
+// ---- SharedReceiveQueue -----------------------------------------------------------------------
+
+SharedReceiveQueue::SharedReceiveQueue(ProtectionDomain& pd, const SrqAttr& attr)
+    : pd_(pd), rq_(attr.max_wr, attr.max_sge) {
+  // Called by the transport's pop() under this SRQ's lock: posting an event takes only the event
+  // queue's lock, which comes after it in the lock order.
+  rq_.set_limit_hook([this] {
+    AsyncEvent e;
+    e.type = EventType::kSrqLimitReached;
+    e.srq = this;
+    pd_.context().async_events().post(e);
+  });
+}
+
+SharedReceiveQueue::~SharedReceiveQueue() {
+  UROCE_CHECK(users_.load() == 0);
+  pd_.context().async_events().purge(this);
+  pd_.users_.fetch_sub(1);
+  pd_.device().release(Device::kSrq);
+}
+
+Result<std::unique_ptr<SharedReceiveQueue>> ProtectionDomain::create_srq(const SrqAttr& attr) {
+  const DeviceAttr& d = device().attr();
+  if (attr.max_wr == 0 || attr.max_wr > d.max_srq_wr || attr.max_sge == 0 ||
+      attr.max_sge > d.max_srq_sge)
+    return Err(EINVAL);
+  if (!device().acquire(Device::kSrq)) return Err(ENOMEM);
+  users_.fetch_add(1);
+  return std::unique_ptr<SharedReceiveQueue>(new SharedReceiveQueue(*this, attr));
+}
+
+int SharedReceiveQueue::post_recv(const transport::RecvWr& wr) {
+  std::lock_guard lock(mu_);
+  return rq_.post(wr);
+}
+
+int SharedReceiveQueue::modify(const SrqAttr& attr, uint32_t mask) {
+  if (mask & ~(kSrqMaxWr | kSrqLimit)) return EINVAL;
+  if (mask & kSrqMaxWr) return EINVAL;
+  std::lock_guard lock(mu_);
+  if ((mask & kSrqLimit) && attr.srq_limit > rq_.capacity()) return EINVAL;
+  if (mask & kSrqLimit) rq_.arm_limit(attr.srq_limit);
+  return 0;
+}
+
+SrqAttr SharedReceiveQueue::query() const {
+  std::lock_guard lock(mu_);
+  return {rq_.capacity(), rq_.max_sge(), rq_.limit()};
+}
+
+}  // namespace uroce::verbs

@@ -1,0 +1,231 @@
+// Memory regions and protection domains: access flag validation, key checks each way (IBA
+// 10.6.3), iova translation, and deregistration killing keys even against a running progress
+// thread.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "verbs/device.h"
+#include "verbs_test_support.h"
+
+namespace uroce::verbs {
+namespace {
+
+using testing::FakeWorld;
+using transport::kAccessLocalWrite;
+using transport::kAccessRemoteAtomic;
+using transport::kAccessRemoteRead;
+using transport::kAccessRemoteWrite;
+
+constexpr uint32_t kAll =
+    kAccessLocalWrite | kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
+
+TEST(VerbsMr, RemoteWriteOrAtomicWithoutLocalWriteIsEinval) {
+  FakeWorld w;
+  std::vector<uint8_t> buf(4096);
+  for (uint32_t access : std::vector<uint32_t>{kAccessRemoteWrite, kAccessRemoteAtomic,
+                                               kAccessRemoteWrite | kAccessRemoteRead,
+                                               kAccessRemoteAtomic | kAccessRemoteRead}) {
+    auto mr = w.pd->reg_mr(buf.data(), buf.size(), access);
+    ASSERT_FALSE(mr.ok()) << access;
+    EXPECT_EQ(mr.error(), EINVAL);
+  }
+  for (uint32_t access : std::vector<uint32_t>{0u, kAccessLocalWrite, kAccessRemoteRead, kAll,
+                                               kAccessLocalWrite | kAccessRemoteWrite}) {
+    EXPECT_TRUE(w.pd->reg_mr(buf.data(), buf.size(), access).ok()) << access;
+  }
+}
+
+TEST(VerbsMr, UnknownAccessBitsZeroLengthAndWrappingRangesAreEinval) {
+  FakeWorld w;
+  std::vector<uint8_t> buf(64);
+  EXPECT_EQ(w.pd->reg_mr(buf.data(), buf.size(), 1u << 9).error(), EINVAL);
+  EXPECT_EQ(w.pd->reg_mr(buf.data(), 0, kAccessLocalWrite).error(), EINVAL);
+  EXPECT_EQ(w.pd->reg_mr(nullptr, 64, kAccessLocalWrite).error(), EINVAL);
+  EXPECT_EQ(w.pd->reg_mr(buf.data(), 64, ~uint64_t{0} - 10, 0).error(), EINVAL);
+}
+
+TEST(VerbsMr, LkeyAndRkeyDifferAndKeysAreUniqueAndNonZero) {
+  FakeWorld w;
+  std::vector<uint8_t> buf(4096);
+  std::set<uint32_t> keys;
+  std::vector<std::unique_ptr<MemoryRegion>> mrs;
+  for (int i = 0; i < 50; ++i) {
+    auto mr = std::move(w.pd->reg_mr(buf.data(), buf.size(), kAll).value());
+    EXPECT_NE(mr->lkey(), mr->rkey());
+    EXPECT_NE(mr->lkey(), 0u);
+    EXPECT_NE(mr->rkey(), 0u);
+    EXPECT_TRUE(keys.insert(mr->lkey()).second);
+    EXPECT_TRUE(keys.insert(mr->rkey()).second);
+    mrs.push_back(std::move(mr));
+  }
+}
+
+TEST(VerbsMr, LocalAndRemoteChecksPassForAGoodKeyAndTranslateIova) {
+  FakeWorld w;
+  std::vector<uint8_t> buf(4096);
+  const uint64_t iova = 0x10000000;
+  auto mr = std::move(w.pd->reg_mr(buf.data(), buf.size(), iova, kAll).value());
+  EXPECT_EQ(mr->iova(), iova);
+  auto p = w.pd->local(mr->lkey(), iova + 100, 200, kAccessLocalWrite);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(*p, buf.data() + 100);
+  auto r = w.pd->remote(mr->rkey(), iova + 4000, 96, kAccessRemoteWrite);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(*r, buf.data() + 4000);
+  // The whole region, exactly.
+  EXPECT_TRUE(w.pd->remote(mr->rkey(), iova, 4096, kAccessRemoteRead).ok());
+  // ibv_reg_mr without iova: addresses are host addresses.
+  auto mr2 = std::move(w.pd->reg_mr(buf.data(), buf.size(), kAll).value());
+  auto h = w.pd->local(mr2->lkey(), reinterpret_cast<uint64_t>(buf.data()) + 8, 8, 0);
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(*h, buf.data() + 8);
+}
+
+TEST(VerbsMr, KeyUsedTheWrongWayIsNoSuchKey) {
+  FakeWorld w;
+  std::vector<uint8_t> buf(64);
+  auto mr = std::move(w.pd->reg_mr(buf.data(), 64, 0, kAll).value());
+  EXPECT_EQ(w.pd->remote(mr->lkey(), 0, 8, kAccessRemoteRead).error(), KeyError::kNoSuchKey);
+  EXPECT_EQ(w.pd->local(mr->rkey(), 0, 8, 0).error(), KeyError::kNoSuchKey);
+  EXPECT_EQ(w.pd->local(0, 0, 8, 0).error(), KeyError::kNoSuchKey);
+  EXPECT_EQ(w.pd->remote(0xffffffff, 0, 8, kAccessRemoteRead).error(), KeyError::kNoSuchKey);
+  EXPECT_EQ(w.pd->local(mr->lkey() ^ 0x80, 0, 8, 0).error(), KeyError::kNoSuchKey);
+}
+
+TEST(VerbsMr, KeyOfAnotherPdIsWrongPd) {
+  FakeWorld w;
+  auto pd2 = std::move(w.ctx->alloc_pd().value());
+  std::vector<uint8_t> buf(64);
+  auto mr = std::move(pd2->reg_mr(buf.data(), 64, 0, kAll).value());
+  EXPECT_EQ(w.pd->local(mr->lkey(), 0, 8, 0).error(), KeyError::kWrongPd);
+  EXPECT_EQ(w.pd->remote(mr->rkey(), 0, 8, kAccessRemoteRead).error(), KeyError::kWrongPd);
+  EXPECT_TRUE(pd2->local(mr->lkey(), 0, 8, 0).ok());
+  EXPECT_EQ(pd2->users(), 1u);
+  mr.reset();
+  EXPECT_EQ(pd2->users(), 0u);
+}
+
+TEST(VerbsMr, RangesOutsideTheRegionAreOutOfBounds) {
+  FakeWorld w;
+  std::vector<uint8_t> buf(4096);
+  const uint64_t iova = 0x1000;
+  auto mr = std::move(w.pd->reg_mr(buf.data(), 4096, iova, kAll).value());
+  auto oob = [&](uint64_t addr, uint32_t len) {
+    auto l = w.pd->local(mr->lkey(), addr, len, 0);
+    auto r = w.pd->remote(mr->rkey(), addr, len, kAccessRemoteRead);
+    return !l.ok() && l.error() == KeyError::kOutOfBounds && !r.ok() &&
+           r.error() == KeyError::kOutOfBounds;
+  };
+  EXPECT_TRUE(oob(iova - 1, 1));           // just below
+  EXPECT_TRUE(oob(iova - 8, 16));          // straddles the start
+  EXPECT_TRUE(oob(iova + 4090, 8));        // straddles the end
+  EXPECT_TRUE(oob(iova + 4096, 1));        // just past
+  EXPECT_TRUE(oob(iova, 4097));            // one byte too long
+  EXPECT_TRUE(oob(~uint64_t{0} - 2, 16));  // wraps the address space
+  EXPECT_FALSE(oob(iova + 4095, 1));
+}
+
+TEST(VerbsMr, AccessNotGrantedIsAccessDenied) {
+  FakeWorld w;
+  std::vector<uint8_t> buf(64);
+  auto ro = std::move(w.pd->reg_mr(buf.data(), 64, 0, kAccessRemoteRead).value());
+  EXPECT_EQ(w.pd->remote(ro->rkey(), 0, 8, kAccessRemoteWrite).error(), KeyError::kAccessDenied);
+  EXPECT_EQ(w.pd->remote(ro->rkey(), 0, 8, kAccessRemoteAtomic).error(), KeyError::kAccessDenied);
+  EXPECT_TRUE(w.pd->remote(ro->rkey(), 0, 8, kAccessRemoteRead).ok());
+  // Without LOCAL_WRITE the region can be gathered from, not scattered into.
+  EXPECT_EQ(w.pd->local(ro->lkey(), 0, 8, kAccessLocalWrite).error(), KeyError::kAccessDenied);
+  EXPECT_TRUE(w.pd->local(ro->lkey(), 0, 8, 0).ok());
+  auto wo =
+      std::move(w.pd->reg_mr(buf.data(), 64, 0, kAccessLocalWrite | kAccessRemoteWrite).value());
+  EXPECT_EQ(w.pd->remote(wo->rkey(), 0, 8, kAccessRemoteRead).error(), KeyError::kAccessDenied);
+  EXPECT_TRUE(w.pd->remote(wo->rkey(), 0, 8, kAccessRemoteWrite).ok());
+}
+
+TEST(VerbsMr, ZeroLengthAccessIsAlwaysValid) {
+  FakeWorld w;
+  EXPECT_TRUE(w.pd->local(0x12345, 0, 0, kAccessLocalWrite).ok());
+  EXPECT_TRUE(w.pd->remote(0x12345, 0, 0, kAccessRemoteWrite).ok());
+}
+
+TEST(VerbsMr, DeregistrationKillsBothKeysAtOnceAndReuseGetsNewKeys) {
+  FakeWorld w;
+  std::vector<uint8_t> buf(64);
+  auto mr = std::move(w.pd->reg_mr(buf.data(), 64, 0, kAll).value());
+  uint32_t lkey = mr->lkey(), rkey = mr->rkey();
+  mr.reset();
+  EXPECT_EQ(w.pd->local(lkey, 0, 8, 0).error(), KeyError::kNoSuchKey);
+  EXPECT_EQ(w.pd->remote(rkey, 0, 8, kAccessRemoteRead).error(), KeyError::kNoSuchKey);
+  // Cycle through every slot of a small table: the old keys stay dead while slots are reused.
+  DeviceConfig cfg;
+  cfg.attr.max_mr = 4;
+  FakeWorld small(cfg);
+  auto first = std::move(small.pd->reg_mr(buf.data(), 64, 0, kAll).value());
+  uint32_t old_l = first->lkey(), old_r = first->rkey();
+  first.reset();
+  for (int i = 0; i < 20; ++i) {
+    auto m = std::move(small.pd->reg_mr(buf.data(), 64, 0, kAll).value());
+    EXPECT_NE(m->lkey(), old_l);
+    EXPECT_NE(m->rkey(), old_r);
+    EXPECT_EQ(small.pd->local(old_l, 0, 8, 0).error(), KeyError::kNoSuchKey);
+    EXPECT_EQ(small.pd->remote(old_r, 0, 8, kAccessRemoteRead).error(), KeyError::kNoSuchKey);
+  }
+}
+
+TEST(VerbsMr, FullKeyTableIsEnomemAndFreesOnDereg) {
+  DeviceConfig cfg;
+  cfg.attr.max_mr = 3;
+  FakeWorld w(cfg);
+  std::vector<uint8_t> buf(64);
+  std::vector<std::unique_ptr<MemoryRegion>> mrs;
+  for (int i = 0; i < 3; ++i) mrs.push_back(std::move(w.pd->reg_mr(buf.data(), 64, 0).value()));
+  EXPECT_EQ(w.pd->reg_mr(buf.data(), 64, 0).error(), ENOMEM);
+  mrs.pop_back();
+  EXPECT_TRUE(w.pd->reg_mr(buf.data(), 64, 0).ok());
+}
+
+// A deregistration that returns guarantees no later access: the fake transport, inside the
+// progress pass, validates the rkey and then writes through the pointer slowly. Once the MR's
+// destructor returns, no pass may validate or write any more.
+TEST(VerbsMr, DeregistrationWaitsOutAProgressPassUsingTheMemory) {
+  FakeWorld w;
+  auto qp = w.qp();
+  auto& fake = w.fake(*qp);
+  std::vector<uint8_t> buf(256);
+  auto mr = std::move(w.pd->reg_mr(buf.data(), buf.size(), 0, kAll).value());
+  const uint32_t rkey = mr->rkey();
+  std::atomic<bool> dereg_done{false}, stop{false};
+  std::atomic<int> writes{0}, violations{0}, refused{0};
+  fake.set_state(QpState::kInit);  // any state but RESET lets transmit() run
+  fake.on_transmit = [&](Nanos) {
+    auto p = fake.memory().remote(rkey, 0, 256, kAccessRemoteWrite);
+    if (!p.ok()) {
+      ++refused;
+      return;
+    }
+    if (dereg_done) ++violations;
+    for (int i = 0; i < 256; ++i) {
+      (*p)[i] = static_cast<uint8_t>(i);
+      if (i % 64 == 0) std::this_thread::yield();
+    }
+    if (dereg_done) ++violations;
+    ++writes;
+  };
+  std::thread progress([&] {
+    for (Nanos t = 0; !stop; ++t) w.device->progress(t);
+  });
+  while (writes < 20) std::this_thread::yield();
+  mr.reset();
+  dereg_done = true;
+  while (refused < 20) std::this_thread::yield();
+  stop = true;
+  progress.join();
+  EXPECT_EQ(violations.load(), 0);
+  EXPECT_GE(writes.load(), 20);
+}
+
+}  // namespace
+}  // namespace uroce::verbs
