@@ -235,7 +235,10 @@ class Client {
                     completed, posted);
     }
     out.iterations = completed;
-    size_t window = std::max<size_t>(p_.depth, done.size() / 100);
+    // The window spans two queue depths (and a tenth of the run), so that at least one full
+    // queue's messages were both posted and completed inside it: a window of the messages that
+    // were already in flight when it began would report a burst of ACKs as bandwidth.
+    size_t window = std::max<size_t>(2 * size_t{p_.depth}, done.size() / 10);
     out.bw = summarize_bandwidth(p_.test == BenchTest::kAtomic ? 8 : size_, start, done, window);
     return kOk;
   }

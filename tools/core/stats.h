@@ -34,9 +34,9 @@ struct BandwidthSummary {
 // Average bandwidth: `iterations` messages of `bytes_per_msg` bytes completed between the first
 // post (`start_ns`) and the last completion. Peak bandwidth: the best rate over any window of
 // `window` consecutive completions in `completion_ns` (ascending timestamps of each message's
-// completion); perftest computes its peak from the shortest post-to-completion gap, which over a
-// pipelined queue is the same idea with a window of one queue depth. An empty completion list or a
-// zero window gives peak == average.
+// completion). perftest takes its peak from the shortest post-to-completion gap; over a pipelined
+// queue that needs a window long enough to hold messages posted inside it (the bench uses two
+// queue depths). A window of zero or of at least the run gives peak == average.
 BandwidthSummary summarize_bandwidth(uint64_t bytes_per_msg, uint64_t start_ns,
                                      std::span<const uint64_t> completion_ns, size_t window);
 
