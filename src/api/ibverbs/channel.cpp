@@ -5,7 +5,9 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <new>
+#include <vector>
 
 #include "api/ibverbs/abi.h"
 #include "api/ibverbs/context_state.h"
@@ -73,9 +75,9 @@ int ContextState::async_fd() const {
   return vctx_ ? vctx_->async_events().fd() : idle_fd_;
 }
 
-void ContextState::add(const void* impl, void* abi_object) {
+void ContextState::add(const void* impl, void* abi_object, Kind kind) {
   std::lock_guard lock(mu_);
-  objects_[impl] = abi_object;
+  objects_[impl] = {abi_object, kind};
 }
 
 void ContextState::remove(const void* impl) {
@@ -86,7 +88,42 @@ void ContextState::remove(const void* impl) {
 void* ContextState::lookup(const void* impl) const {
   std::lock_guard lock(mu_);
   auto it = objects_.find(impl);
-  return it == objects_.end() ? nullptr : it->second;
+  return it == objects_.end() ? nullptr : it->second.abi;
+}
+
+void ContextState::destroy_all() {
+  std::vector<std::pair<Kind, void*>> all;
+  {
+    std::lock_guard lock(mu_);
+    for (const auto& [impl, e] : objects_) all.emplace_back(e.kind, e.abi);
+  }
+  std::stable_sort(all.begin(), all.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  for (const auto& [kind, abi] : all) {
+    switch (kind) {
+      case Kind::kQp:
+        ibv_destroy_qp(qp_of(static_cast<Qp*>(abi)));
+        break;
+      case Kind::kAh:
+        ibv_destroy_ah(&static_cast<Ah*>(abi)->ah);
+        break;
+      case Kind::kSrq:
+        ibv_destroy_srq(&static_cast<Srq*>(abi)->srq);
+        break;
+      case Kind::kMr:
+        ibv_dereg_mr(&static_cast<Mr*>(abi)->mr);
+        break;
+      case Kind::kCq:
+        ibv_destroy_cq(cq_of(static_cast<Cq*>(abi)));
+        break;
+      case Kind::kPd:
+        ibv_dealloc_pd(&static_cast<Pd*>(abi)->pd);
+        break;
+      case Kind::kChannel:
+        ibv_destroy_comp_channel(&static_cast<CompChannel*>(abi)->channel);
+        break;
+    }
+  }
 }
 
 }  // namespace uroce::abi
@@ -106,6 +143,7 @@ UROCE_IBV_EXPORT ibv_comp_channel* ibv_create_comp_channel(ibv_context* context)
   ch->channel.fd = ch->impl->fd();
   hand_to_program(ch->channel.fd);
   ch->channel.refcnt = 0;
+  ctx_of(context)->state->add(ch->impl, ch, ContextState::Kind::kChannel);
   return &ch->channel;
 }
 
@@ -114,6 +152,7 @@ UROCE_IBV_EXPORT int ibv_destroy_comp_channel(ibv_comp_channel* channel) {
   // As rdma-core: refused while CQs still use the channel (refcnt counts them).
   if (channel->refcnt != 0) return EBUSY;
   CompChannel* ch = from(channel);
+  ctx_of(channel->context)->state->remove(ch->impl);
   delete ch->impl;
   delete ch;
   return 0;

@@ -29,10 +29,15 @@ class ContextState {
   verbs::Context* verbs() { return vctx_.get(); }
   Runtime* runtime() { return runtime_.get(); }
 
-  // Event translation tables (objects.cpp registers and unregisters).
-  void add(const void* impl, void* abi_object);
+  // Every object made on this context, by the verbs object it wraps: to turn verbs objects named
+  // by events back into ibv_* objects, and to destroy what a program leaves behind when it closes
+  // the context (the kernel does that for a hardware NIC; perftest relies on it).
+  enum class Kind : uint8_t { kQp, kAh, kSrq, kMr, kCq, kPd, kChannel };  // destruction order
+  void add(const void* impl, void* abi_object, Kind kind);
   void remove(const void* impl);
   void* lookup(const void* impl) const;
+  // Destroys every object still registered, children first (ibv_close_device).
+  void destroy_all();
 
  private:
   ContextState() = default;
@@ -43,7 +48,11 @@ class ContextState {
   std::shared_ptr<Runtime> runtime_;
   std::unique_ptr<verbs::Context> vctx_;
   mutable std::mutex mu_;
-  std::unordered_map<const void*, void*> objects_;
+  struct Entry {
+    void* abi;
+    Kind kind;
+  };
+  std::unordered_map<const void*, Entry> objects_;
 };
 
 }  // namespace uroce::abi

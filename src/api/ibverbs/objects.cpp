@@ -466,7 +466,7 @@ ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr) {
   qp.events_completed = 0;
   // Like a provider, report the capacities actually granted.
   attr->cap = to_ibv(q->impl->init_attr().cap);
-  state_of(pd->context)->add(q->impl, q);
+  state_of(pd->context)->add(q->impl, q, ContextState::Kind::kQp);
   return &qp;
 }
 
@@ -487,6 +487,7 @@ UROCE_IBV_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) {
   p->impl = impl->release();
   p->pd.context = context;
   p->pd.handle = 0;
+  state_of(context)->add(p->impl, p, ContextState::Kind::kPd);
   return &p->pd;
 }
 
@@ -494,6 +495,7 @@ UROCE_IBV_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
   if (!pd) return EINVAL;
   Pd* p = from(pd);
   if (p->impl->users() != 0) return EBUSY;
+  state_of(pd->context)->remove(p->impl);
   delete p->impl;
   delete p;
   return 0;
@@ -517,6 +519,7 @@ UROCE_IBV_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length,
   m->mr.handle = m->impl->lkey();
   m->mr.lkey = m->impl->lkey();
   m->mr.rkey = m->impl->rkey();
+  state_of(pd->context)->add(m->impl, m, ContextState::Kind::kMr);
   return &m->mr;
 }
 
@@ -533,6 +536,7 @@ UROCE_IBV_EXPORT ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, 
 UROCE_IBV_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   if (!mr) return EINVAL;
   Mr* m = from(mr);
+  state_of(mr->context)->remove(m->impl);
   delete m->impl;  // synchronous: no access through its keys after this (verbs/mr.h)
   delete m;
   return 0;
@@ -569,7 +573,7 @@ UROCE_IBV_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_c
     ++channel->refcnt;
     pthread_mutex_unlock(&context->mutex);
   }
-  state_of(context)->add(c->impl, c);
+  state_of(context)->add(c->impl, c, ContextState::Kind::kCq);
   return cq;
 }
 
@@ -666,7 +670,7 @@ UROCE_IBV_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
   v::SrqAttr got = s->impl->query();
   attr->attr.max_wr = got.max_wr;
   attr->attr.max_sge = got.max_sge;
-  state_of(pd->context)->add(s->impl, s);
+  state_of(pd->context)->add(s->impl, s, ContextState::Kind::kSrq);
   return &s->srq;
 }
 
@@ -709,12 +713,14 @@ UROCE_IBV_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   a->ah.context = pd->context;
   a->ah.pd = pd;
   a->ah.handle = 0;
+  state_of(pd->context)->add(a->impl, a, ContextState::Kind::kAh);
   return &a->ah;
 }
 
 UROCE_IBV_EXPORT int ibv_destroy_ah(ibv_ah* ah) {
   if (!ah) return EINVAL;
   Ah* a = from(ah);
+  state_of(ah->context)->remove(a->impl);
   delete a->impl;
   delete a;
   return 0;
