@@ -89,14 +89,27 @@ Gid gid_of(const sockaddr_storage& sa) {
 }
 
 // The change in an ICRC when the IPv4 identification goes from 0 to `id`, for a given number of
-// bytes after the identification field. CRC-32 is linear, so the change is the XOR of one basis
-// value per set bit, each computed once per length from CRCs over zeros (kept in a small cache).
+// bytes after the identification field. CRC-32 is linear, so the change is the XOR of one value
+// per set bit of `id`, each computed from CRCs over zeros; the 64 changes are tabled per packet
+// length in a small cache (GSO runs share one length).
 class GsoIdDelta {
  public:
-  static constexpr int kBits = 6;  // ids below kMaxGsoSegments
-  const std::array<uint32_t, kBits>& basis(uint32_t bytes_after) {
+  // The identification whose change is `diff`, or 0 if none below kMaxGsoSegments.
+  uint32_t find(uint32_t bytes_after, uint32_t diff) {
+    const auto& t = table(bytes_after);
+    const auto it = std::find(t.begin() + 1, t.end(), diff);
+    return it == t.end() ? 0 : static_cast<uint32_t>(it - t.begin());
+  }
+
+ private:
+  static constexpr uint32_t kIds = UdpLink::kMaxGsoSegments;
+  struct Entry {
+    uint32_t bytes_after = ~0u;
+    std::array<uint32_t, kIds> delta{};
+  };
+  const std::array<uint32_t, kIds>& table(uint32_t bytes_after) {
     for (const Entry& e : cache_)
-      if (e.bytes_after == bytes_after) return e.basis;
+      if (e.bytes_after == bytes_after) return e.delta;
     Entry& e = cache_[next_++ % cache_.size()];
     e.bytes_after = bytes_after;
     static const std::array<uint8_t, kRxBufferBytes> kZeros{};
@@ -104,19 +117,19 @@ class GsoIdDelta {
                                          std::min<size_t>(bytes_after, kZeros.size()));
     const std::array<uint8_t, 2> zero_id{};
     const uint32_t base = wire::crc32(wire::crc32(0, zero_id), zeros);
-    for (int b = 0; b < kBits; ++b) {
+    std::array<uint32_t, 16> bit{};
+    for (uint32_t b = 0; (1u << b) < kIds; ++b) {
       std::array<uint8_t, 2> id;
       store_be16(id.data(), static_cast<uint16_t>(1u << b));
-      e.basis[b] = wire::crc32(wire::crc32(0, id), zeros) ^ base;
+      bit[b] = wire::crc32(wire::crc32(0, id), zeros) ^ base;
     }
-    return e.basis;
+    for (uint32_t id = 0; id < kIds; ++id) {
+      e.delta[id] = 0;
+      for (uint32_t b = 0; (1u << b) < kIds; ++b)
+        if (id & (1u << b)) e.delta[id] ^= bit[b];
+    }
+    return e.delta;
   }
-
- private:
-  struct Entry {
-    uint32_t bytes_after = ~0u;
-    std::array<uint32_t, kBits> basis{};
-  };
   std::array<Entry, 4> cache_{};
   uint32_t next_ = 0;
 };
@@ -545,17 +558,10 @@ bool UdpLink::icrc_ok(const uint8_t* data, size_t len, const sockaddr_storage& f
   if (ipv6_) return false;
   // A GSO segment carries identification k (its number in the send). The receiver cannot see
   // it, so accept any k < kMaxGsoSegments: the ICRC then guards 26 bits instead of 32.
-  const uint32_t diff = computed ^ received;
   // Bytes after the identification field: the rest of IPv4 (14), UDP, the datagram sans ICRC.
-  const auto& basis = gso_id_delta().basis(14 + wire::kUdpBytes + ulen - wire::kIcrcBytes);
-  for (uint32_t id = 1; id < kMaxGsoSegments; ++id) {
-    uint32_t d = 0;
-    for (int bit = 0; bit < GsoIdDelta::kBits; ++bit)
-      if (id & (1u << bit)) d ^= basis[bit];
-    if (d == diff) {
-      ++stats_.rx_icrc_gso_id;
-      return true;
-    }
+  if (gso_id_delta().find(14 + wire::kUdpBytes + ulen - wire::kIcrcBytes, computed ^ received)) {
+    ++stats_.rx_icrc_gso_id;
+    return true;
   }
   return false;
 }

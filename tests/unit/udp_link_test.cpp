@@ -346,6 +346,35 @@ TEST(UdpLink, ForeignSenderIsAcceptedAndCorruptionIsCountedNotDelivered) {
   EXPECT_EQ(c.rx_drop_malformed, 3u);
 }
 
+// A GSO segment's ICRC covers identification k, which the receiver cannot see: k < 64 passes
+// (and is counted), anything else is a bad ICRC.
+TEST(UdpLink, Ipv4IcrcOverGsoSegmentIdentificationsBelow64) {
+  auto b = open_link(v4(35, 2));
+  ASSERT_TRUE(b);
+  PlainSocket other(v4(35, 9));
+  const std::vector<uint8_t> payload(1000, 0x3c);
+  for (uint16_t id : {0, 1, 5, 63, 64, 1000}) {
+    wire::IpEndpoints ep;
+    std::memcpy(ep.src.data(), &other.addr.sin_addr, 4);
+    inet_pton(AF_INET, v4(35, 2).c_str(), ep.dst.data());
+    ep.udp_src_port = ntohs(other.addr.sin_port);
+    std::vector<uint8_t> ip(2000);
+    const uint32_t n = wire::build_ip_packet(ep, send_only(id), payload, ip);
+    ip[4] = static_cast<uint8_t>(id >> 8);
+    ip[5] = static_cast<uint8_t>(id);
+    const uint32_t icrc = wire::compute_icrc(std::span<const uint8_t>(ip.data(), n - 4));
+    for (int k = 0; k < 4; ++k) ip[n - 4 + k] = static_cast<uint8_t>(icrc >> (8 * k));
+    other.send_to(v4(35, 2), std::span<const uint8_t>(ip.data() + 28, n - 28));
+  }
+  auto got = receive(*b, 4);
+  ASSERT_EQ(got.size(), 4u);
+  for (size_t i = 0; i < got.size(); ++i)
+    EXPECT_EQ(got[i].hdr.bth.psn, Psn(std::array<uint32_t, 4>{0, 1, 5, 63}[i]));
+  receive(*b, 1);  // let the last two arrive
+  EXPECT_EQ(b->stats().rx_icrc_gso_id, 3u);
+  EXPECT_EQ(b->counters().rx_drop_bad_icrc, 2u);
+}
+
 TEST(UdpLink, CongestionExperiencedIsReportedAndEct0IsSent) {
   auto b = open_link(v4(31, 2));
   ASSERT_TRUE(b);
