@@ -262,6 +262,7 @@ class World {
   bool fail(const std::string& what);  // records the first failure; returns false
   std::string op_str(const Op& op) const;
   void trace_completion(int node, const Completion& c);
+  void inject_end_fault();
 
   uint64_t seed_;
   SimOptions opt_;
@@ -273,6 +274,7 @@ class World {
   std::vector<Conn> conns_;
   std::vector<Op> ops_;
   std::vector<Recv> recvs_;
+  bool fault_done_ = false;
   size_t next_post_ = 0;
   Nanos next_post_at_ = 0;
   SimResult result_;
@@ -327,6 +329,7 @@ void World::draw_params() {
   path.corrupt = lossy && r.chance(0.5) ? r.unit() * 0.02 : 0;
   // Local ACK timeout 4.096 us * 2^t (IBA 9.7.6.1.3): just above the worst round trip.
   p_.timeout = static_cast<uint8_t>(r.between(3, 6));
+  if (opt_.fault == Fault::kBlackHole) p_.timeout = 0;  // 0: never time out (IBA 9.7.6.1.3)
   result_.config =
       format("nodes=%d ipv%d mtu=%u conns/pair=%d wrs/node=%d rd_atomic=%u psn0=%06x delay=%" PRIu64
              "ns jitter=%" PRIu64 "ns rate=%" PRIu64
@@ -1032,7 +1035,17 @@ void World::poll_all() {
   Completion wc[32];
   for (auto& np : nodes_) {
     for (size_t got; (got = np->scq->poll(wc)) > 0;) {
-      for (size_t i = 0; i < got; ++i) on_send_completion(*np, wc[i]);
+      for (size_t i = 0; i < got; ++i) {
+        if (!fault_done_ && opt_.fault == Fault::kLostCompletion) {
+          fault_done_ = true;
+          continue;
+        }
+        on_send_completion(*np, wc[i]);
+        if (!fault_done_ && opt_.fault == Fault::kDuplicateCompletion) {
+          fault_done_ = true;
+          on_send_completion(*np, wc[i]);
+        }
+      }
     }
     for (size_t got; (got = np->rcq->poll(wc)) > 0;) {
       for (size_t i = 0; i < got; ++i) on_recv_completion(*np, wc[i]);
@@ -1135,6 +1148,33 @@ void World::final_checks() {
   }
 }
 
+void World::inject_end_fault() {
+  Node& n = *nodes_.front();
+  switch (opt_.fault) {
+    case Fault::kStrayWrite:
+      n.arena[kDst].at(n.arena[kDst].mr_len)[3] ^= 0x40;
+      break;
+    case Fault::kDoubleAtomic: {
+      // Far more than any sum of adds whose outcome is unknown (each is at most 1000).
+      uint64_t v;
+      std::memcpy(&v, n.arena[kAtomic].at(0), 8);
+      v += uint64_t{1} << 40;
+      std::memcpy(n.arena[kAtomic].at(0), &v, 8);
+      break;
+    }
+    case Fault::kWrongData:
+      for (const Op& op : ops_) {
+        if (op.opcode == WrOpcode::kRdmaWrite && op.status == WcStatus::kSuccess && op.len > 0) {
+          nodes_[static_cast<size_t>(op.resp)]->arena[kDst].at(op.remote_off)[op.len - 1] ^= 1;
+          break;
+        }
+      }
+      break;
+    default:
+      break;
+  }
+}
+
 SimResult World::run() {
   plan();
   if (!build()) return result_;
@@ -1155,6 +1195,12 @@ SimResult World::run() {
     }
     Nanos wake = kNever;
     if (phase == kWork && post_due()) wake = now;
+    if (opt_.fault == Fault::kBlackHole && !fault_done_ && next_post_ * 2 >= ops_.size()) {
+      fault_done_ = true;
+      fabric::PathParams dead = p_.path;
+      dead.loss = 1.0;
+      net_.set_all_paths(dead);
+    }
     for (auto& n : nodes_) wake = std::min(wake, n->dev->progress(now));
     poll_all();
     if (phase == kWork && all_sends_done()) {
@@ -1183,6 +1229,7 @@ SimResult World::run() {
     // Nothing may complete twice: after the end, the CQs stay empty.
     for (auto& n : nodes_) n->dev->progress(loop_.now());
     poll_all();
+    inject_end_fault();
     final_checks();
   }
   if (!result_.ok) {

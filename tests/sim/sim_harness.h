@@ -21,12 +21,25 @@
 
 namespace uroce::sim {
 
+// Faults the harness injects itself, standing in for a broken transport, to show that each
+// checker can fail (tests/sim/sim_checkers_test.cpp).
+enum class Fault : uint8_t {
+  kNone,
+  kStrayWrite,           // a byte written just past the end of an MR
+  kWrongData,            // a byte of a completed WRITE's destination changed
+  kDoubleAtomic,         // a fetch-add executed once more than it completed
+  kLostCompletion,       // the first send completion never reaches the checker
+  kDuplicateCompletion,  // the first send completion reaches it twice
+  kBlackHole,            // halfway through, the network drops everything; no ACK timeout
+};
+
 struct SimOptions {
-  bool verbose = false;  // print the world's configuration and every completion
+  bool verbose = false;  // print the world's configuration, every post, packet and completion
   // Overrides of the seed-drawn world (negative / 0 = draw from the seed).
   double loss = -1;
   int nodes = 0;
   int wrs_per_node = 0;
+  Fault fault = Fault::kNone;
 };
 
 struct SimStats {
