@@ -27,6 +27,11 @@ Nanos Completer::deadline() const {
 }
 
 void Completer::on_timer(Nanos now) {
+  if (ctx_.state == QpState::kErr || ctx_.state == QpState::kReset) {
+    ack_deadline_ = kNever;
+    rnr_waiting_ = false;
+    return;
+  }
   if (rnr_waiting_ && now >= ctx_.rnr_hold_until) {
     rnr_waiting_ = false;
     ctx_.rnr_hold_until = 0;
@@ -43,7 +48,7 @@ void Completer::on_timer(Nanos now) {
 void Completer::retry(Nanos now) {
   (void)now;
   if (retry_left_ == 0) {
-    // C9-140: retries exhausted -> the WQE fails with RETRY_EXC_ERR and the QP enters ERR.
+    // IBA 9.7.6.1.3: retries exhausted -> the WQE fails with RETRY_EXC_ERR and the QP enters ERR.
     if (SendWqe* w = find(ctx_.una)) fail(*w, WcStatus::kRetryExcErr);
     return;
   }
@@ -162,6 +167,7 @@ void Completer::on_rnr_nak(const wire::TransportHeaders& h, Nanos now) {
   }
   SendWqe* w = find(psn);
   if (w == nullptr) return;
+  if (rnr_waiting_ && psn == rnr_psn_) return;  // a duplicate of the NAK being waited out
   if (rnr_retry_left_ == 0) {
     fail(*w, WcStatus::kRnrRetryExcErr);
     return;
@@ -169,6 +175,7 @@ void Completer::on_rnr_nak(const wire::TransportHeaders& h, Nanos now) {
   if (rnr_retry_left_ != 7) --rnr_retry_left_;  // 7 = retry forever (IBA 9.7.5.2.8)
   ctx_.rnr_hold_until = add_saturating(now, rnr_timer_ns(h.aeth.value()));
   rnr_waiting_ = true;
+  rnr_psn_ = psn;
   ack_deadline_ = kNever;
   requester_.rewind(psn);
 }
@@ -186,6 +193,9 @@ void Completer::on_nak(const wire::TransportHeaders& h, Nanos now) {
     case wire::NakCode::kPsnSequenceError:
       // IBA 9.7.5.2.3: resend from the PSN the responder expects.
       ++ctx_.counters.seq_naks_received;
+      // The responder NAKs a gap once; the same NAK again before any progress is a duplicate
+      // from the network and must not cost another retry.
+      if (retried_at_una_ && psn == ctx_.una) return;
       retry(now);
       return;
     case wire::NakCode::kInvalidRequest:
@@ -214,7 +224,7 @@ void Completer::on_read_response(const wire::TransportHeaders& h, std::span<cons
   }
   // A READ response also acknowledges every request before the READ (IBA 9.7.5.2.1).
   if (acknowledge_through(w->first_psn - 1, now) == Advance::kImpliedNak || psn != ctx_.una) {
-    // A response beyond the one expected: the ones between were lost (C9-122). Responses
+    // A response beyond the one expected: the ones between were lost (an implied NAK). Responses
     // arrive in order, so ask again from the first missing PSN.
     if (!retried_at_una_) retried_at_una_ = true, requester_.rewind(ctx_.una);
     return;

@@ -85,7 +85,7 @@ inline uint32_t packets_for(uint64_t length, uint32_t mtu) {
 Completion send_completion(const QpContext& ctx, const SendWqe& w, WcStatus status);
 
 // Copies `data` into the scatter list starting `offset` bytes into it; false if a key fails
-// (local write access, IBA C10-17) or the data runs past the list.
+// (local write access, IBA 10.6.3) or the data runs past the list.
 bool scatter(MemoryAccess& memory, const Sge* sge, uint32_t num_sge, uint64_t offset,
              std::span<const uint8_t> data);
 

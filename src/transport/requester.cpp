@@ -152,7 +152,7 @@ Requester::Gate Requester::gate(Nanos now, Next& next, Nanos* when) const {
     if (ctx_.state != QpState::kRts) return Gate::kBlocked;  // SQD starts no new WQE
     // IBV_SEND_FENCE (IBA 10.8.3.4): wait for earlier READs and atomics to complete.
     if ((w.flags & kSendFence) && ctx_.rd_atomic_outstanding > 0) return Gate::kBlocked;
-    // At most max_rd_atomic READ/atomic requests outstanding (IBA 9.7.7.2.2 / C9-136).
+    // At most max_rd_atomic READ/atomic requests outstanding (IBA 9.7.7.2.2).
     const uint32_t limit = std::max<uint32_t>(1, ctx_.config.max_rd_atomic);
     if (w.is_rd_atomic() && ctx_.rd_atomic_outstanding >= limit) return Gate::kBlocked;
   }
@@ -192,7 +192,7 @@ void Requester::fail(SendWqe& w, WcStatus status) {
 
 bool Requester::check_local_keys(const SendWqe& w) const {
   if (w.is_inline) return true;
-  // READ and atomic results are written into the local buffers (IBA C10-17: local write).
+  // READ and atomic results are written into the local buffers (local write access, IBA 10.6.3).
   const uint32_t access = w.is_rd_atomic() ? uint32_t{kAccessLocalWrite} : 0u;
   for (uint32_t i = 0; i < w.num_sge; ++i) {
     const Sge& s = w.sge[i];
@@ -345,7 +345,7 @@ bool Requester::build(Nanos now, TxPacket& out) {
   wire::TransportHeaders h;
   fill_headers(w, next, h);
   if (!gather(w, next, out)) {
-    // The MR went away after post time (IBA C10-17): fail the WQE; the QP then goes to ERR.
+    // The MR went away after post time (IBA 10.6.3): fail the WQE; the QP then goes to ERR.
     fail(w, WcStatus::kLocProtErr);
     return false;
   }

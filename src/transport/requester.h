@@ -37,7 +37,7 @@ class Requester {
   };
   Gate gate(Nanos now, Next& next, Nanos* when) const;
   Next describe(const SendWqe& w) const;
-  // Assigns PSNs and checks lengths and local keys (IBA C10-17); false if the WQE failed.
+  // Assigns PSNs and checks lengths and local keys (IBA 10.6.3); false if the WQE failed.
   bool start(SendWqe& w);
   bool check_local_keys(const SendWqe& w) const;
   void fail(SendWqe& w, WcStatus status);

@@ -417,7 +417,7 @@ void Responder::receive_uc(const RxPacket& pkt) {
 void Responder::receive_ud(const RxPacket& pkt) {
   const wire::TransportHeaders& h = *pkt.hdr;
   const wire::OpcodeInfo& info = wire::opcode_info(h.bth.opcode);
-  // IBA 10.2.5 (C10-15): a datagram whose Q_Key differs from the QP's is discarded.
+  // IBA 10.2.5: a datagram whose Q_Key differs from the QP's is discarded.
   if (h.deth.qkey != ctx_.config.qkey || pkt.payload.size() > ctx_.mtu()) {
     ++ctx_.counters.rx_dropped;
     return;

@@ -7,7 +7,7 @@
 
 namespace uroce::transport {
 
-// Local ACK timeout (IBA 9.7.6.1.3, C9-141): 4.096 us * 2^timeout; 0 means the timer is off.
+// Local ACK timeout (IBA 9.7.6.1.3): 4.096 us * 2^timeout; 0 means the timer is off.
 constexpr Nanos ack_timeout_ns(uint8_t timeout) {
   if (timeout == 0) return kNever;
   return Nanos{4096} << (timeout > 31 ? 31 : timeout);

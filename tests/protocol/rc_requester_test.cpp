@@ -588,5 +588,20 @@ TEST_F(Requester, SendWithInvalidateCarriesTheKeyInIeth) {
   EXPECT_EQ(out[1].hdr.ieth_rkey, 0xcafeu);
 }
 
+TEST_F(Requester, DuplicatedNaksCostNoExtraRetries) {
+  up();
+  ASSERT_EQ(q.qp->post_send(wr(1, WrOpcode::kSend, 1024)), 0);
+  drain();
+  for (int i = 0; i < 5; ++i) nak(kSpsn + 2, wire::NakCode::kPsnSequenceError);
+  EXPECT_EQ(psns(drain()), (std::vector<uint32_t>{kSpsn + 2, kSpsn + 3}));  // one go-back-N
+  EXPECT_EQ(q.qp->state(), QpState::kRts);
+  for (int i = 0; i < 3; ++i) ack(kSpsn + 2, wire::Aeth::rnr_nak(0, 14));  // rnr_retry = 1
+  EXPECT_EQ(q.qp->state(), QpState::kRts);
+  now = q.qp->next_deadline(now);
+  EXPECT_EQ(psns(drain()), (std::vector<uint32_t>{kSpsn + 2, kSpsn + 3}));
+  ack(kSpsn + 3);
+  EXPECT_EQ(q.send_cq.pop().status, WcStatus::kSuccess);
+}
+
 }  // namespace
 }  // namespace uroce::transport::test
