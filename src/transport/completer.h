@@ -28,7 +28,7 @@ class Completer {
   enum class Advance : uint8_t { kOk, kImpliedNak };
   // Acknowledges every SEND/WRITE packet up to and including `psn` (IBA 9.7.5.2.1: ACKs are
   // cumulative). A READ or atomic at or before `psn` without its response means the response
-  // was lost: an implied NAK (IBA 9.7.5.2.1, C9-122).
+  // was lost: an implied NAK (IBA 9.7.5.2.1).
   Advance acknowledge_through(Psn psn, Nanos now);
   void progress(Nanos now);
   void on_ack(const wire::TransportHeaders& h, Nanos now);
