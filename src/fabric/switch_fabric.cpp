@@ -551,7 +551,9 @@ void SwitchFabric::switch_receive(PortId in, uint32_t id, Nanos now) {
       schedule(now + pause_ns(n.params.pause_quanta, port.link.rate_bps) / 2, kPfcRefresh,
                pack(in, uint32_t{prio} << 24 | gen));
     }
-  } else if (n.shared_used + size > n.shared_size) {
+  } else if (n.shared_used + size > n.shared_size ||
+             static_cast<double>(ports_[egress].q_bytes[prio] + size) >
+                 n.params.lossy_dt_alpha * static_cast<double>(n.shared_size - n.shared_used)) {
     ++port.counters.drops_buffer;
     ++counters_.drops_buffer;
     free_packet(id);

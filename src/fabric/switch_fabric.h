@@ -4,7 +4,8 @@
 //
 //  - Links: bandwidth, propagation delay, optional bit error rate (a hit frame fails its FCS and is
 //    dropped at the receiver, counted). Store-and-forward: a packet arrives when its last bit does.
-//  - Switches: per-port, per-priority egress queues over one shared buffer; forwarding by
+//  - Switches: per-port, per-priority egress queues over one shared buffer (lossy queues capped
+//    by a dynamic threshold); forwarding by
 //    destination host over all shortest paths, ECMP by a hash of (source, destination, UDP source
 //    port), so one QP stays on one path.
 //  - Classification: DSCP (or 802.1p PCP, per switch) to one of 8 priorities; priority p is
@@ -78,6 +79,10 @@ struct SwitchParams {
   uint64_t xoff_bytes = 0;         // per ingress port and priority; 0 = 4 MTU
   uint64_t xon_bytes = 0;          // 0 = xoff - 2 MTU
   uint16_t pause_quanta = 0xffff;
+  // Lossy admission by dynamic threshold (Choudhury and Hahne, 1998): an egress queue may grow
+  // to alpha x the free shared buffer. Keeps one congested lossy queue from taking the whole pool
+  // and starving lossless ingress ports of room below XOFF.
+  double lossy_dt_alpha = 1.0;
   // PFC watchdog; 0 = off.
   Nanos watchdog_poll_ns = 0;
   Nanos watchdog_detect_ns = 200'000'000;
@@ -188,7 +193,7 @@ class SwitchFabric final : public EventTarget {
   const FabricCounters& counters() const { return counters_; }
   HostId host_by_address(const Gid& address) const;
   EventLoop& loop() { return loop_; }
-  // Hosts reachable through `sw`'s port `p` toward `dst`: the ECMP set (for tests).
+  // The ports of switch `sw` on a shortest path toward host `dst`: its ECMP set.
   std::vector<PortId> routes(NodeId sw, HostId dst) const;
 
   void on_event(uint32_t kind, uint64_t arg, Nanos now) override;
