@@ -3,6 +3,7 @@
 // destination address and doesn't parse further).
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -224,6 +225,41 @@ TEST(FabricLossyNetwork, ArrivalNotifyRunsAtArrivalTime) {
   ASSERT_EQ(probe.calls.size(), 1u);
   EXPECT_EQ(probe.calls[0].first, w.b);
   EXPECT_EQ(probe.calls[0].second, 300u);
+}
+
+}  // namespace
+}  // namespace uroce::fabric
+
+namespace uroce::fabric {
+namespace {
+
+TEST(FabricLossyNetwork, TapSeesEveryPacketsFateAndAgreesWithTheCounters) {
+  NetworkConfig cfg;
+  cfg.defaults.loss = 0.2;
+  cfg.defaults.duplicate = 0.2;
+  cfg.defaults.corrupt = 0.2;
+  World w(11, cfg);
+  std::array<uint64_t, 6> seen{};
+  w.net.set_tap([&](LossyNetwork::TapEvent e, EndpointId from, EndpointId to,
+                    std::span<const uint8_t> bytes, Nanos) {
+    EXPECT_EQ(from, w.a);
+    EXPECT_EQ(to, w.b);
+    EXPECT_EQ(bytes.size(), 64u);
+    ++seen[static_cast<size_t>(e)];
+  });
+  for (uint32_t i = 0; i < 1000; ++i) ASSERT_TRUE(w.net.send(w.a, packet_to(kB, i)));
+  w.run();
+  const NetworkCounters& c = w.net.counters();
+  using E = LossyNetwork::TapEvent;
+  EXPECT_EQ(seen[static_cast<size_t>(E::kSent)], c.sent);
+  EXPECT_EQ(seen[static_cast<size_t>(E::kLost)], c.lost);
+  EXPECT_EQ(seen[static_cast<size_t>(E::kDuplicated)], c.duplicated);
+  EXPECT_EQ(seen[static_cast<size_t>(E::kCorrupted)], c.corrupted);
+  EXPECT_EQ(seen[static_cast<size_t>(E::kDelivered)], c.delivered);
+  EXPECT_EQ(seen[static_cast<size_t>(E::kDropped)], 0u);
+  EXPECT_GT(c.lost, 0u);
+  EXPECT_GT(c.duplicated, 0u);
+  EXPECT_GT(c.corrupted, 0u);
 }
 
 }  // namespace
