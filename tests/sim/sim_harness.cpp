@@ -172,7 +172,6 @@ struct Op {
   bool posted = false, completed = false, recv_matched = false;
   WcStatus status = WcStatus::kSuccess;
   uint64_t original = 0;  // atomics: the value the completion returned
-  Nanos post_time = 0;
 };
 
 struct Recv {
@@ -796,7 +795,6 @@ bool World::post(Op& op) {
   if (rc != 0) return fail(format("post_send %s: %d", op_str(op).c_str(), rc));
   me.sq.push_back(op.id);
   op.posted = true;
-  op.post_time = loop_.now();
   ++result_.stats.wrs;
   if (opt_.verbose) {
     std::printf("  t=%" PRIu64 " post %s qp=%u raddr=%" PRIx64 " rkey=%08x\n", loop_.now(),
@@ -1245,6 +1243,11 @@ SimResult World::run() {
   result_.stats.packets_corrupted = nc.corrupted;
   result_.stats.packets_duplicated = nc.duplicated;
   result_.trace_hash = loop_.trace_hash();
+  for (auto& n : nodes_) {
+    for (const v::Counter& c : n->dev->counters()) {
+      if (c.name == "retransmitted_packets") result_.stats.retransmitted += c.value;
+    }
+  }
   // Tear down children before parents (QPs, then MRs, CQs, PD, context, device).
   for (Conn& c : conns_)
     for (QpEnd& e : c.end) e.qp.reset();

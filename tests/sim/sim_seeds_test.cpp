@@ -50,6 +50,8 @@ TEST(Sim, ManySeeds) {
     total.packets_sent += r.stats.packets_sent;
     total.packets_lost += r.stats.packets_lost;
     total.packets_corrupted += r.stats.packets_corrupted;
+    total.retransmitted += r.stats.retransmitted;
+    total.driver_steps += r.stats.driver_steps;
     total.virtual_ns += r.stats.virtual_ns;
     if (!r.ok) {
       ++failures;
@@ -60,13 +62,14 @@ TEST(Sim, ManySeeds) {
   }
   const double wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf("sim: %" PRIu64 " seeds from %" PRIu64 " in %.2f s: %" PRIu64 " WRs, %" PRIu64
-              " completions (%" PRIu64 " REM_ACCESS_ERR, %" PRIu64 " RETRY_EXC_ERR, %" PRIu64
-              " flushed), %" PRIu64 " bytes checked, %" PRIu64 " packets (%" PRIu64
-              " lost, %" PRIu64 " corrupted), %.3f s virtual\n",
-              count, first, wall_s, total.wrs, total.completions, total.rem_access_err,
-              total.retry_exc_err, total.flushed, total.bytes_checked, total.packets_sent,
-              total.packets_lost, total.packets_corrupted, total.virtual_ns * 1e-9);
+  std::printf(
+      "sim: %" PRIu64 " seeds from %" PRIu64 " in %.2f s: %" PRIu64 " WRs, %" PRIu64
+      " completions (%" PRIu64 " REM_ACCESS_ERR, %" PRIu64 " RETRY_EXC_ERR, %" PRIu64
+      " flushed), %" PRIu64 " bytes checked, %" PRIu64 " packets (%" PRIu64 " lost, %" PRIu64
+      " corrupted, %" PRIu64 " retransmitted), %" PRIu64 " driver steps, %.3f s virtual\n",
+      count, first, wall_s, total.wrs, total.completions, total.rem_access_err, total.retry_exc_err,
+      total.flushed, total.bytes_checked, total.packets_sent, total.packets_lost,
+      total.packets_corrupted, total.retransmitted, total.driver_steps, total.virtual_ns * 1e-9);
 }
 
 TEST(Sim, SameSeedSameTrace) {
