@@ -30,7 +30,7 @@ uint64_t guid_from_gid(const Gid& g) {
 }  // namespace
 
 TransportFactory default_transport_factory() {
-  return {};
+  return &transport::TransportQp::create;
 }
 
 Device::Device(link::Link& link, DeviceConfig config)

@@ -53,7 +53,7 @@ using TransportFactory = std::function<std::unique_ptr<transport::TransportQp>(
     transport::CompletionSink& send_cq, transport::CompletionSink& recv_cq,
     transport::RecvQueue* srq)>;
 
-// transport::TransportQp::create, wrapped.
+// transport::TransportQp::create.
 TransportFactory default_transport_factory();
 
 struct DeviceConfig {

@@ -185,7 +185,6 @@ Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(const QpInitAttr&
   if (c.max_send_wr > d.max_qp_wr || c.max_recv_wr > d.max_qp_wr || c.max_send_sge > d.max_sge ||
       c.max_recv_sge > d.max_sge || c.max_inline_data > d.max_inline_data)
     return Err(EINVAL);
-  if (!device().config_.transport_factory) return Err(EOPNOTSUPP);
   if (!device().acquire(Device::kQp)) return Err(ENOMEM);
 
   QpInitAttr init = attr;
