@@ -1,5 +1,5 @@
 #pragma once
-// The one opcode table (IBA 9.2 table 38, plus the RoCEv2 CNP of annex A17.9.2). Parsing, building
+// The one opcode table (IBA 9.2 table 38, plus the RoCEv2 CNP of annex A17). Parsing, building
 // and validation all read it: which extension headers follow the BTH, whether a payload may follow,
 // and the opcode's place in a message.
 #include <array>

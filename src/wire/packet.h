@@ -20,10 +20,10 @@ enum class ParseError : uint8_t {
   kUnknownOpcode,      // not in the opcode table
   kBadVersion,         // BTH TVer != 0, IP version mismatch
   kBadPadCount,        // pad count larger than the payload, or pad on an opcode without payload
-  kBadLength,          // IP or UDP length fields disagree with the bytes present
+  kBadLength,          // IP and UDP lengths disagree, or the payload is not whole words
   kUnexpectedPayload,  // payload on an opcode that carries none
-  kNotRoce,            // not UDP to port 4791 (or not IP)
-  kBadIcrc,
+  kNotRoce,            // not UDP to 4791, not IP, IP options or extension headers, fragments
+  kBadIcrc,            // checked before the transport headers are interpreted
 };
 std::string_view to_string(ParseError e);
 
@@ -131,7 +131,7 @@ void set_ecn(std::span<uint8_t> ip_packet, Ecn ecn);
 // IP header to the end of the pad, without the ICRC.
 uint32_t compute_icrc(std::span<const uint8_t> ip_packet);
 // Same, with the payload given apart from the headers (gather from registered memory). `headers`
-// covers IP, UDP, BTH and extension headers; `tail` is the payload and then `pad` zero bytes.
+// covers IP, UDP, BTH and extension headers; `payload` follows them, then `pad` zero bytes.
 uint32_t compute_icrc(std::span<const uint8_t> headers, std::span<const uint8_t> payload,
                       uint8_t pad);
 
@@ -183,7 +183,7 @@ inline void store_icrc(uint8_t* p, uint32_t icrc) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(icrc >> (8 * i));
 }
 
-// A congestion notification packet (RoCEv2 annex A17.9.2) to `dest_qp`: BECN set, the other BTH
+// A congestion notification packet (RoCEv2 annex A17, CNP) to `dest_qp`: BECN set, the other BTH
 // flags and the PSN zero; the 16 reserved bytes are written as zeros.
 TransportHeaders cnp_headers(uint32_t dest_qp, uint16_t pkey = 0xffff);
 
