@@ -190,7 +190,10 @@ struct QpEnd {
   std::deque<int> sq;        // op ids, posting order
   std::deque<int> rq;        // recv ids, posting order
   std::deque<int> incoming;  // ops from the peer that consume a RECV here, posting order
-  bool sq_broken = false;    // an error completion seen: only flushes may follow
+  // RECVs held back (late_recvs worlds) with the time each is posted: FIFO, times nondecreasing,
+  // so buffers still pair with messages in order while senders meet RNR NAKs meanwhile.
+  std::deque<std::pair<int, Nanos>> held;
+  bool sq_broken = false;  // an error completion seen: only flushes may follow
   bool rq_flushed = false;
   uint32_t cas_word = 0;       // this QP's compare-and-swap word at the peer
   uint64_t cas_model = 0;      // what that word holds once every CMP_SWAP posted so far ran
@@ -231,6 +234,7 @@ struct WorldParams {
   uint8_t max_rd_atomic = 4;
   uint32_t first_psn_hint = 0;
   Nanos post_gap_ns = 4000;
+  Nanos late_recv_ns = 0;  // RECVs posted up to this long after their message: RNR NAKs
 };
 
 class World {
@@ -250,6 +254,9 @@ class World {
   bool post_due();
   bool post(Op& op);
   bool post_recv_for(Op& op);
+  bool post_recv(QpEnd& e, const Recv& rv);
+  // Posts held RECVs that are due; returns the earliest time one is still held (kNever if none).
+  Nanos release_held();
   void poll_all();
   bool on_send_completion(Node& n, const Completion& c);
   bool on_recv_completion(Node& n, const Completion& c);
@@ -266,7 +273,8 @@ class World {
   uint64_t seed_;
   SimOptions opt_;
   WorldParams p_;
-  Rng wl_rng_;  // the workload's own stream: changing the network doesn't change the workload
+  Rng wl_rng_;   // the workload's own stream: changing the network doesn't change the workload
+  Rng rnr_rng_;  // late RECVs
   EventLoop loop_;
   LossyNetwork net_;
   std::vector<std::unique_ptr<Node>> nodes_;
@@ -296,6 +304,7 @@ World::World(uint64_t seed, const SimOptions& opt)
     : seed_(seed),
       opt_(opt),
       wl_rng_(sub_seed(seed, 1)),
+      rnr_rng_(sub_seed(seed, 3)),
       loop_(sub_seed(seed, 2), size_t{1} << 16),
       net_(loop_, net_config()) {
   draw_params();
@@ -329,15 +338,18 @@ void World::draw_params() {
   // Local ACK timeout 4.096 us * 2^t (IBA 9.7.6.1.3): just above the worst round trip.
   p_.timeout = static_cast<uint8_t>(r.between(3, 6));
   if (opt_.fault == Fault::kBlackHole) p_.timeout = 0;  // 0: never time out (IBA 9.7.6.1.3)
+  // From a stream of its own, so adding it left the other draws (and the worlds that findings
+  // name by seed) as they were.
+  p_.late_recv_ns = rnr_rng_.chance(0.2) ? rnr_rng_.between(1000, 40'000) : 0;
   result_.config =
       format("nodes=%d ipv%d mtu=%u conns/pair=%d wrs/node=%d rd_atomic=%u psn0=%06x delay=%" PRIu64
              "ns jitter=%" PRIu64 "ns rate=%" PRIu64
              "Gb/s loss=%.3f dup=%.3f reorder=%.3f corrupt=%.3f "
-             "timeout=%u",
+             "timeout=%u late_recv=%" PRIu64 "ns",
              p_.nodes, p_.ipv6 ? 6 : 4, v::mtu_bytes(p_.mtu), p_.conns_per_pair, p_.wrs_per_node,
              p_.max_rd_atomic, p_.first_psn_hint, path.delay_ns, path.jitter_ns,
              path.rate_bps / 1'000'000'000, path.loss, path.duplicate, path.reorder, path.corrupt,
-             p_.timeout);
+             p_.timeout, p_.late_recv_ns);
 }
 
 // Whether retries may legitimately run out (RETRY_EXC_ERR) on a connection. Loss and corruption
@@ -691,18 +703,43 @@ bool World::post_recv_for(Op& op) {
   const bool is_send = op.opcode != WrOpcode::kRdmaWriteWithImm;
   rv.len = (is_send ? op.len : 0) + static_cast<uint32_t>(wl_rng_.below(64));
   rv.off = reg.alloc(rv.len);
-  const Sge sge{reg.va(rv.off), rv.len, reg.mr->lkey()};
-  transport::RecvWr wr;
-  wr.wr_id = static_cast<uint64_t>(rv.id);
-  wr.sg_list = {&sge, rv.len == 0 ? size_t{0} : size_t{1}};
-  const int rc = re.qp->post_recv(wr);
-  if (rc != 0) return fail(format("post_recv for %s: %d", op_str(op).c_str(), rc));
-  re.rq.push_back(rv.id);
   re.incoming.push_back(op.id);
   op.recv = rv.id;
   recvs_.push_back(rv);
   ++result_.stats.wrs;
+  if (p_.late_recv_ns > 0) {
+    Nanos at = loop_.now() + rnr_rng_.between(0, p_.late_recv_ns);
+    if (!re.held.empty()) at = std::max(at, re.held.back().second);
+    re.held.emplace_back(rv.id, at);
+    return true;
+  }
+  return post_recv(re, rv);
+}
+
+bool World::post_recv(QpEnd& e, const Recv& rv) {
+  const Region& reg = nodes_[static_cast<size_t>(rv.node)]->arena[kRecv];
+  const Sge sge{reg.va(rv.off), rv.len, reg.mr->lkey()};
+  transport::RecvWr wr;
+  wr.wr_id = static_cast<uint64_t>(rv.id);
+  wr.sg_list = {&sge, rv.len == 0 ? size_t{0} : size_t{1}};
+  const int rc = e.qp->post_recv(wr);
+  if (rc != 0) return fail(format("post_recv %d: %d", rv.id, rc));
+  e.rq.push_back(rv.id);
   return true;
+}
+
+Nanos World::release_held() {
+  Nanos next = kNever;
+  for (Conn& c : conns_) {
+    for (QpEnd& e : c.end) {
+      while (!e.held.empty() && e.held.front().second <= loop_.now()) {
+        if (!post_recv(e, recvs_[static_cast<size_t>(e.held.front().first)])) return kNever;
+        e.held.pop_front();
+      }
+      if (!e.held.empty()) next = std::min(next, e.held.front().second);
+    }
+  }
+  return next;
 }
 
 bool World::post(Op& op) {
@@ -1055,7 +1092,7 @@ bool World::all_sends_done() const {
   if (next_post_ < ops_.size()) return false;
   for (const Conn& c : conns_)
     for (const QpEnd& e : c.end)
-      if (!e.sq.empty()) return false;
+      if (!e.sq.empty() || !e.held.empty()) return false;
   return true;
 }
 
@@ -1193,6 +1230,7 @@ SimResult World::run() {
     }
     Nanos wake = kNever;
     if (phase == kWork && post_due()) wake = now;
+    if (phase == kWork) wake = std::min(wake, release_held());
     if (opt_.fault == Fault::kBlackHole && !fault_done_ && next_post_ * 2 >= ops_.size()) {
       fault_done_ = true;
       fabric::PathParams dead = p_.path;
