@@ -1,52 +1,9 @@
 // Two RC QPs over a seeded lossy, duplicating, reordering wire: every WR completes once,
 // successfully, in order; data lands intact; atomics execute exactly once.
-#include <random>
-
 #include "pair.h"
 
 namespace uroce::transport::test {
 namespace {
-
-struct Lossy {
-  std::mt19937_64 rng;
-  double loss, dup, reorder;
-  Lossy(uint64_t seed, double l, double d, double r) : rng(seed), loss(l), dup(d), reorder(r) {}
-  bool chance(double p) { return std::uniform_real_distribution<>(0, 1)(rng) < p; }
-};
-
-// Runs the pair with its own delivery loop so packets can be duplicated and reordered too.
-void run_lossy(Pair& p, Lossy& w, int max_steps = 200000) {
-  std::deque<std::pair<Packet, bool>> held;  // delayed packets, with their direction
-  for (int step = 0; step < max_steps; ++step) {
-    const size_t n = p.a.run(p.now) + p.b.run(p.now);
-    std::vector<std::pair<Packet, bool>> wire;
-    for (auto* e : {&p.a, &p.b}) {
-      while (!e->out.packets.empty()) wire.emplace_back(e->out.pop(), e == &p.a);
-    }
-    for (auto& [pkt, from_a] : wire) {
-      if (w.chance(w.loss)) continue;
-      if (w.chance(w.reorder)) {
-        held.emplace_back(pkt, from_a);
-        continue;
-      }
-      (from_a ? p.b : p.a).deliver(pkt, p.now);
-      if (w.chance(w.dup)) (from_a ? p.b : p.a).deliver(pkt, p.now);
-    }
-    if (!held.empty() && w.chance(0.5)) {
-      auto [pkt, from_a] = held.front();
-      held.pop_front();
-      (from_a ? p.b : p.a).deliver(pkt, p.now);
-    }
-    if (n == 0 && wire.empty() && held.empty()) {
-      const Nanos t = std::min(p.a.qp->next_deadline(p.now), p.b.qp->next_deadline(p.now));
-      if (t == kNever) return;
-      p.now = std::max(p.now, t);
-    } else {
-      p.now += 1000;
-    }
-  }
-  ADD_FAILURE() << "did not settle";
-}
 
 class RcLoss : public ::testing::TestWithParam<uint64_t> {};
 
