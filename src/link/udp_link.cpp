@@ -306,99 +306,104 @@ void UdpLink::flush() {
   tx_count_ = 0;
 }
 
+namespace {
+
+socklen_t fill_destination(sockaddr_storage& to, const Gid& dgid, bool v6) {
+  if (v6) {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&to);
+    a->sin6_family = AF_INET6;
+    a->sin6_port = htons(wire::kRoceV2Port);
+    std::memcpy(a->sin6_addr.s6_addr, dgid.data(), 16);
+    return sizeof(sockaddr_in6);
+  }
+  auto* a = reinterpret_cast<sockaddr_in*>(&to);
+  a->sin_family = AF_INET;
+  a->sin_port = htons(wire::kRoceV2Port);
+  std::memcpy(&a->sin_addr, dgid.data() + 12, 4);
+  return sizeof(sockaddr_in);
+}
+
+struct alignas(cmsghdr) TxControl {
+  std::array<uint8_t, CMSG_SPACE(sizeof(uint16_t)) + CMSG_SPACE(sizeof(int))> bytes;
+};
+
+// The TOS (or traffic class) of the send and, for a GSO send, its segment size.
+void write_control(msghdr& m, TxControl& control, bool v6, int tos, uint16_t gso_size) {
+  m.msg_control = control.bytes.data();
+  m.msg_controllen = sizeof control.bytes;
+  cmsghdr* c = CMSG_FIRSTHDR(&m);
+  c->cmsg_level = v6 ? IPPROTO_IPV6 : IPPROTO_IP;
+  c->cmsg_type = v6 ? IPV6_TCLASS : IP_TOS;
+  c->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(c), &tos, sizeof tos);
+  size_t len = CMSG_SPACE(sizeof(int));
+  if (gso_size != 0) {
+    c = CMSG_NXTHDR(&m, c);
+    c->cmsg_level = IPPROTO_UDP;
+    c->cmsg_type = UDP_SEGMENT;
+    c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+    std::memcpy(CMSG_DATA(c), &gso_size, sizeof gso_size);
+    len += CMSG_SPACE(sizeof(uint16_t));
+  }
+  m.msg_controllen = len;
+}
+
+}  // namespace
+
+// Computes the slot's ICRC into its tail and appends its iovecs (headers, payload, pad+ICRC).
+// The ICRC covers the IP header as the kernel will write it: identification `ip_id`.
+size_t UdpLink::seal(TxSlot& s, const uint8_t* dst_ip, uint16_t ip_id, iovec* iov) {
+  uint8_t* th = s.hdr.data() + kPre;
+  const uint8_t* start = write_pseudo_headers(th, ipv6_, ip_bytes(local_), dst_ip, options_.port,
+                                              wire::kRoceV2Port, s.datagram_len(), ip_id);
+  const std::span<const uint8_t> headers(start, static_cast<size_t>(th - start) + s.th_len);
+  uint32_t crc = wire::compute_icrc(headers, {}, 0);
+  for (uint32_t p = 0; p < s.parts; ++p) crc = wire::crc32(crc, s.payload[p]);
+  std::memset(s.tail.data(), 0, s.pad);
+  crc = wire::crc32(crc, std::span<const uint8_t>(s.tail.data(), s.pad));
+  // The ICRC goes on the wire least significant byte first (IBA A17.4.1, like the FCS).
+  for (int b = 0; b < 4; ++b) s.tail[s.pad + b] = static_cast<uint8_t>(crc >> (8 * b));
+
+  size_t n = 0;
+  iov[n++] = {th, s.th_len};
+  for (uint32_t p = 0; p < s.parts; ++p)
+    if (!s.payload[p].empty())
+      iov[n++] = {const_cast<uint8_t*>(s.payload[p].data()), s.payload[p].size()};
+  iov[n++] = {s.tail.data(), s.pad + wire::kIcrcBytes};
+  return n;
+}
+
 // Builds the messages for slots [first, first + count) (at most kMaxMmsg runs) and sends them.
 void UdpLink::send_messages(size_t first, size_t count) {
   std::array<mmsghdr, kMaxMmsg> msgs{};
   std::array<sockaddr_storage, kMaxMmsg> names{};
-  struct alignas(cmsghdr) Control {
-    std::array<uint8_t, CMSG_SPACE(sizeof(uint16_t)) + CMSG_SPACE(sizeof(int))> bytes;
-  };
-  std::array<Control, kMaxMmsg> controls{};
-  std::array<uint32_t, kMaxMmsg> segs_of{};
-  std::array<uint32_t, kMaxMmsg> bytes_of{};
+  std::array<TxControl, kMaxMmsg> controls{};
+  std::array<uint32_t, kMaxMmsg> segs_of{}, bytes_of{};
   static thread_local std::vector<iovec> iovs;
   iovs.resize(count * kIovPerPacket);
   size_t iov_used = 0;
-  const uint8_t* src_ip = ip_bytes(local_);
 
   size_t n = 0;
-  for (size_t k = first; k < first + count;) {
+  for (size_t k = first; k < first + count; ++n) {
+    UROCE_CHECK(n < kMaxMmsg);
     const TxSlot& lead = tx_[k];
     const size_t j = run_end(k, first + count);  // the same runs flush() counted
     const uint32_t segs = static_cast<uint32_t>(j - k);
-    UROCE_CHECK(n < kMaxMmsg);
-
-    sockaddr_storage& to = names[n];
-    socklen_t to_len;
-    if (ipv6_) {
-      auto* a = reinterpret_cast<sockaddr_in6*>(&to);
-      a->sin6_family = AF_INET6;
-      a->sin6_port = htons(wire::kRoceV2Port);
-      std::memcpy(a->sin6_addr.s6_addr, lead.dgid.data(), 16);
-      to_len = sizeof(sockaddr_in6);
-    } else {
-      auto* a = reinterpret_cast<sockaddr_in*>(&to);
-      a->sin_family = AF_INET;
-      a->sin_port = htons(wire::kRoceV2Port);
-      std::memcpy(&a->sin_addr, lead.dgid.data() + 12, 4);
-      to_len = sizeof(sockaddr_in);
-    }
-    const uint8_t* dst_ip = ip_bytes(to);
-
-    iovec* iov0 = &iovs[iov_used];
-    uint32_t msg_bytes = 0;
-    for (uint32_t seg = 0; seg < segs; ++seg) {
-      TxSlot& s = tx_[k + seg];
-      const uint32_t len = s.datagram_len();
-      // The ICRC covers the IP header as the kernel will write it: identification 0, or the
-      // segment's number when GSO splits the send (IPv4 only; IPv6 has no identification).
-      const uint16_t ip_id = segs > 1 ? static_cast<uint16_t>(seg) : 0;
-      uint8_t* th = s.hdr.data() + kPre;
-      const uint8_t* start = write_pseudo_headers(th, ipv6_, src_ip, dst_ip, options_.port,
-                                                  wire::kRoceV2Port, len, ip_id);
-      const std::span<const uint8_t> headers(start, static_cast<size_t>(th - start) + s.th_len);
-      uint32_t crc = wire::compute_icrc(headers, {}, 0);
-      for (uint32_t p = 0; p < s.parts; ++p) crc = wire::crc32(crc, s.payload[p]);
-      std::memset(s.tail.data(), 0, s.pad);
-      crc = wire::crc32(crc, std::span<const uint8_t>(s.tail.data(), s.pad));
-      // The ICRC goes on the wire least significant byte first (IBA A17.4.1, like the FCS).
-      for (int b = 0; b < 4; ++b) s.tail[s.pad + b] = static_cast<uint8_t>(crc >> (8 * b));
-
-      iovs[iov_used++] = {th, s.th_len};
-      for (uint32_t p = 0; p < s.parts; ++p)
-        if (!s.payload[p].empty())
-          iovs[iov_used++] = {const_cast<uint8_t*>(s.payload[p].data()), s.payload[p].size()};
-      iovs[iov_used++] = {s.tail.data(), s.pad + wire::kIcrcBytes};
-      msg_bytes += len;
-    }
-
     msghdr& m = msgs[n].msg_hdr;
-    m.msg_name = &to;
-    m.msg_namelen = to_len;
-    m.msg_iov = iov0;
-    m.msg_iovlen = static_cast<size_t>(&iovs[iov_used] - iov0);
-    m.msg_control = controls[n].bytes.data();
-    m.msg_controllen = sizeof controls[n].bytes;
-    cmsghdr* c = CMSG_FIRSTHDR(&m);
-    c->cmsg_level = ipv6_ ? IPPROTO_IPV6 : IPPROTO_IP;
-    c->cmsg_type = ipv6_ ? IPV6_TCLASS : IP_TOS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    const int tos = lead.tos;
-    std::memcpy(CMSG_DATA(c), &tos, sizeof tos);
-    size_t control_len = CMSG_SPACE(sizeof(int));
-    if (segs > 1) {
-      c = CMSG_NXTHDR(&m, c);
-      c->cmsg_level = IPPROTO_UDP;
-      c->cmsg_type = UDP_SEGMENT;
-      c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-      const uint16_t gso_size = static_cast<uint16_t>(lead.datagram_len());
-      std::memcpy(CMSG_DATA(c), &gso_size, sizeof gso_size);
-      control_len += CMSG_SPACE(sizeof(uint16_t));
+    m.msg_name = &names[n];
+    m.msg_namelen = fill_destination(names[n], lead.dgid, ipv6_);
+    m.msg_iov = &iovs[iov_used];
+    bytes_of[n] = 0;
+    for (uint32_t seg = 0; seg < segs; ++seg) {
+      // GSO numbers the IPv4 identifications of the segments it cuts 0, 1, 2, ...
+      const uint16_t ip_id = segs > 1 ? static_cast<uint16_t>(seg) : 0;
+      iov_used += seal(tx_[k + seg], ip_bytes(names[n]), ip_id, &iovs[iov_used]);
+      bytes_of[n] += tx_[k + seg].datagram_len();
     }
-    m.msg_controllen = control_len;
+    m.msg_iovlen = static_cast<size_t>(&iovs[iov_used] - m.msg_iov);
+    write_control(m, controls[n], ipv6_, lead.tos,
+                  segs > 1 ? static_cast<uint16_t>(lead.datagram_len()) : 0);
     segs_of[n] = segs;
-    bytes_of[n] = msg_bytes;
-    ++n;
     k = j;
   }
 

@@ -85,6 +85,7 @@ class UdpLink final : public Link {
   explicit UdpLink(const UdpLinkOptions& options);
   int setup();
   size_t run_end(size_t k, size_t limit) const;
+  size_t seal(TxSlot& slot, const uint8_t* dst_ip, uint16_t ip_id, struct iovec* iov);
   void send_messages(size_t first_slot, size_t slots);
   size_t send_batch(struct mmsghdr* msgs, size_t count);
   size_t deliver(const RxHandler& handler, size_t budget);
