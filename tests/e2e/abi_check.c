@@ -1,7 +1,7 @@
 /* Checks the drop-in libibverbs through its C ABI, the way verbs programs use it: compiled
  * against Debian's <infiniband/verbs.h>, so the inline wrappers (ibv_query_port,
  * ibv_query_device_ex, ibv_create_flow, ...) go through the verbs_context exactly as in a tool.
- * Run with UROCE_DEVICES="uroce0=127.0.0.1,uroce7=127.0.3.7". Exits non-zero on the first
+ * Run with UROCE_DEVICES="uroce0=127.0.3.6,uroce7=127.0.3.7". Exits non-zero on the first
  * failed check. */
 #include <errno.h>
 #include <fcntl.h>
@@ -166,6 +166,171 @@ static void check_unsupported(struct ibv_context* ctx) {
   CHECK(ibv_attach_mcast(NULL, NULL, 0) == EOPNOTSUPP);
 }
 
+/* ---- Data path between two devices in this process (uroce0 and uroce7) ---- */
+
+struct end {
+  struct ibv_context* ctx;
+  struct ibv_pd* pd;
+  struct ibv_comp_channel* ch;
+  struct ibv_cq* cq;
+  struct ibv_qp* qp;
+  struct ibv_mr* mr;
+  char* buf;
+  union ibv_gid gid;
+};
+
+enum { kBuf = 8192 };
+
+static int setup_end(struct end* e, const char* name) {
+  memset(e, 0, sizeof *e);
+  e->ctx = open_named(name);
+  CHECK(e->ctx != NULL);
+  if (!e->ctx) return -1;
+  e->pd = ibv_alloc_pd(e->ctx);
+  e->ch = ibv_create_comp_channel(e->ctx);
+  CHECK(e->pd && e->ch);
+  if (!e->pd || !e->ch) return -1;
+  e->cq = ibv_create_cq(e->ctx, 16, e, e->ch, 0);
+  CHECK(e->cq != NULL && e->cq->cqe >= 16);
+  e->buf = calloc(1, kBuf);
+  int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ;
+  e->mr = ibv_reg_mr(e->pd, e->buf, kBuf, access);
+  CHECK(e->mr != NULL);
+  struct ibv_qp_init_attr ia = {
+      .send_cq = e->cq,
+      .recv_cq = e->cq,
+      .qp_type = IBV_QPT_RC,
+      .cap = {.max_send_wr = 8, .max_recv_wr = 8, .max_send_sge = 1, .max_recv_sge = 1}};
+  e->qp = ibv_create_qp(e->pd, &ia);
+  CHECK(e->qp != NULL);
+  if (!e->cq || !e->mr || !e->qp) return -1;
+  CHECK(ia.cap.max_send_wr >= 8);
+  CHECK(ibv_query_gid(e->ctx, 1, 0, &e->gid) == 0);
+  return 0;
+}
+
+static int connect_qp(struct end* e, const struct end* peer) {
+  struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT,
+                          .port_num = 1,
+                          .qp_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ};
+  int rc = ibv_modify_qp(e->qp, &a,
+                         IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS);
+  CHECK(rc == 0);
+  memset(&a, 0, sizeof a);
+  a.qp_state = IBV_QPS_RTR;
+  a.path_mtu = IBV_MTU_1024;
+  a.dest_qp_num = peer->qp->qp_num;
+  a.rq_psn = 100;
+  a.max_dest_rd_atomic = 1;
+  a.min_rnr_timer = 12;
+  a.ah_attr.is_global = 1;
+  a.ah_attr.grh.dgid = peer->gid;
+  a.ah_attr.grh.hop_limit = 64;
+  a.ah_attr.port_num = 1;
+  rc |= ibv_modify_qp(e->qp, &a,
+                      IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                          IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER);
+  CHECK(rc == 0);
+  memset(&a, 0, sizeof a);
+  a.qp_state = IBV_QPS_RTS;
+  a.timeout = 14;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.sq_psn = 100;
+  a.max_rd_atomic = 1;
+  rc |= ibv_modify_qp(e->qp, &a,
+                      IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                          IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
+  CHECK(rc == 0);
+  CHECK(e->qp->state == IBV_QPS_RTS);
+  return rc;
+}
+
+/* Waits for one completion through the completion channel: arm, poll (a completion may have
+ * arrived before the arm), else block in ibv_get_cq_event (bounded by an alarm). */
+static int wait_one(struct end* e, struct ibv_wc* wc) {
+  for (int round = 0; round < 100; ++round) {
+    CHECK(ibv_req_notify_cq(e->cq, 0) == 0);
+    int n = ibv_poll_cq(e->cq, 1, wc);
+    if (n != 0) return n;
+    struct pollfd pfd = {.fd = e->ch->fd, .events = POLLIN};
+    if (poll(&pfd, 1, 100) == 1) {
+      struct ibv_cq* cq = NULL;
+      void* cq_ctx = NULL;
+      CHECK(ibv_get_cq_event(e->ch, &cq, &cq_ctx) == 0);
+      CHECK(cq == e->cq && cq_ctx == e);
+      ibv_ack_cq_events(cq, 1);
+    }
+  }
+  return 0;
+}
+
+static void check_data_path(void) {
+  struct end a, b;
+  if (setup_end(&a, "uroce0") || setup_end(&b, "uroce7")) return;
+  if (connect_qp(&a, &b) || connect_qp(&b, &a)) return;
+
+  /* RDMA WRITE a -> b, then SEND with immediate a -> b into a posted receive. */
+  for (int i = 0; i < 4096; ++i) a.buf[i] = (char)(i * 7 + 1);
+  struct ibv_sge sge = {.addr = (uintptr_t)a.buf, .length = 4096, .lkey = a.mr->lkey};
+  struct ibv_send_wr wr = {.wr_id = 1,
+                           .sg_list = &sge,
+                           .num_sge = 1,
+                           .opcode = IBV_WR_RDMA_WRITE,
+                           .send_flags = IBV_SEND_SIGNALED};
+  wr.wr.rdma.remote_addr = (uintptr_t)b.buf;
+  wr.wr.rdma.rkey = b.mr->rkey;
+  struct ibv_send_wr* bad = NULL;
+  CHECK(ibv_post_send(a.qp, &wr, &bad) == 0);
+  struct ibv_wc wc;
+  CHECK(wait_one(&a, &wc) == 1);
+  CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RDMA_WRITE && wc.wr_id == 1);
+  CHECK(memcmp(a.buf, b.buf, 4096) == 0);
+
+  struct ibv_sge rsge = {.addr = (uintptr_t)(b.buf + 4096), .length = 4096, .lkey = b.mr->lkey};
+  struct ibv_recv_wr rwr = {.wr_id = 7, .sg_list = &rsge, .num_sge = 1};
+  struct ibv_recv_wr* rbad = NULL;
+  CHECK(ibv_post_recv(b.qp, &rwr, &rbad) == 0);
+  sge.length = 100;
+  wr.wr_id = 2;
+  wr.opcode = IBV_WR_SEND_WITH_IMM;
+  wr.imm_data = htobe32(0x12345678);
+  CHECK(ibv_post_send(a.qp, &wr, &bad) == 0);
+  CHECK(wait_one(&b, &wc) == 1);
+  CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV && wc.wr_id == 7);
+  CHECK(wc.byte_len == 100 && (wc.wc_flags & IBV_WC_WITH_IMM));
+  CHECK(wc.imm_data == htobe32(0x12345678));
+  CHECK(wc.qp_num == b.qp->qp_num);
+  CHECK(memcmp(a.buf, b.buf + 4096, 100) == 0);
+  CHECK(wait_one(&a, &wc) == 1);
+  CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_SEND && wc.wr_id == 2);
+
+  /* A bad work request is refused with *bad_wr pointing at it. */
+  wr.num_sge = 99;
+  bad = NULL;
+  CHECK(ibv_post_send(a.qp, &wr, &bad) == EINVAL && bad == &wr);
+
+  struct ibv_qp_attr qa;
+  struct ibv_qp_init_attr qia;
+  CHECK(ibv_query_qp(a.qp, &qa, IBV_QP_STATE, &qia) == 0);
+  CHECK(qa.qp_state == IBV_QPS_RTS && qa.dest_qp_num == b.qp->qp_num);
+  CHECK(qia.send_cq == a.cq && qia.qp_type == IBV_QPT_RC);
+
+  /* Destroy order is the program's business: a PD with a QP is busy, a channel with a CQ too. */
+  CHECK(ibv_dealloc_pd(a.pd) == EBUSY);
+  CHECK(ibv_destroy_comp_channel(a.ch) == EBUSY);
+  CHECK(ibv_destroy_qp(a.qp) == 0);
+  CHECK(ibv_dereg_mr(a.mr) == 0);
+  CHECK(ibv_destroy_cq(a.cq) == 0);
+  CHECK(ibv_destroy_comp_channel(a.ch) == 0);
+  CHECK(ibv_dealloc_pd(a.pd) == 0);
+  CHECK(ibv_close_device(a.ctx) == 0);
+  /* And closing a context with everything still open reclaims it all, as the kernel does. */
+  CHECK(ibv_close_device(b.ctx) == 0);
+  free(a.buf);
+  free(b.buf);
+}
+
 int main(void) {
   check_device_list();
   struct ibv_context* ctx = open_named("uroce7");
@@ -176,6 +341,7 @@ int main(void) {
   check_async_fd(ctx);
   check_unsupported(ctx);
   CHECK(ibv_close_device(ctx) == 0);
+  check_data_path();
   if (failures) {
     fprintf(stderr, "%d checks failed\n", failures);
     return 1;
