@@ -7,6 +7,14 @@ if [[ ! -e "$ABI_LIB_DIR/libibverbs.so.1" ]]; then
   exit 1
 fi
 export LD_LIBRARY_PATH="$ABI_LIB_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+# A sanitizer build of the library runs inside binaries built without it: its runtimes must be
+# loaded first, and leak checking is off because the leaks would be the tools' own.
+abi_sanitizer_runtimes=$(ldd "$ABI_LIB_DIR/libibverbs.so.1" 2>/dev/null |
+  awk '/lib(asan|ubsan)\.so/ { print $3 }' | sort | tr '\n' ' ')
+if [[ -n ${abi_sanitizer_runtimes// /} ]]; then
+  export LD_PRELOAD="$abi_sanitizer_runtimes${LD_PRELOAD:+ $LD_PRELOAD}"
+  export ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0"
+fi
 # Binaries are BIND_NOW already; make it explicit so a missing symbol fails at start-up.
 export LD_BIND_NOW=1
 
