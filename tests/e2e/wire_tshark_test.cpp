@@ -189,9 +189,10 @@ Sent make(int i, uint8_t opcode) {
 
 TEST(WireTshark, DecodesEveryOpcodeAsWritten) {
   if (!have_tshark()) GTEST_SKIP() << "tshark not found (Debian package tshark): pcap not decoded";
-  const std::string dir = std::string(UROCE_BINARY_DIR) + "/tests";
-  const std::string pcap = dir + "/wire_tshark_" + std::to_string(getpid()) + ".pcap";
+  // Kept when the test fails, for a look with Wireshark.
+  const std::string pcap = testing::TempDir() + "wire_tshark_" + std::to_string(getpid()) + ".pcap";
   const std::string out = pcap + ".txt";
+  SCOPED_TRACE("capture: " + pcap);
 
   std::vector<Sent> sent;
   PcapWriter w;

@@ -22,8 +22,7 @@ uint32_t host32(const std::vector<uint8_t>& b, size_t at) {
 }
 
 TEST(WirePcap, HeaderRecordsAndSnaplen) {
-  const std::string path =
-      std::string(UROCE_BINARY_DIR) + "/tests/wire_pcap_" + std::to_string(getpid()) + ".pcap";
+  const std::string path = testing::TempDir() + "wire_pcap_" + std::to_string(getpid()) + ".pcap";
   {
     PcapWriter w;
     ASSERT_EQ(w.open(path, 64), 0);
