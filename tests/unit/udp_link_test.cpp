@@ -15,9 +15,11 @@
 #include <chrono>
 #include <cstring>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "common/bytes.h"
 #include "wire/packet.h"
 
 namespace uroce::link {
@@ -415,16 +417,51 @@ TEST(UdpLink, CongestionExperiencedIsReportedAndEct0IsSent) {
   }
 }
 
-// What leaves the link is a RoCEv2 packet a third party accepts: capture it on the loopback
-// device and check it, real IP header and all, with the wire codec's parse_frame.
-TEST(UdpLink, CapturedPacketsCarryAnIcrcOverTheRealHeaders) {
+// A packet socket on lo, to see frames as a third party (Wireshark, a NIC) would; -1 without
+// CAP_NET_RAW.
+int open_capture() {
   const int cap = ::socket(AF_PACKET, SOCK_RAW | SOCK_NONBLOCK, htons(ETH_P_ALL));
-  if (cap < 0) GTEST_SKIP() << "no packet socket (needs CAP_NET_RAW): " << std::strerror(errno);
+  if (cap < 0) return -1;
   sockaddr_ll ll{};
   ll.sll_family = AF_PACKET;
   ll.sll_protocol = htons(ETH_P_ALL);
   ll.sll_ifindex = static_cast<int>(if_nametoindex("lo"));
-  ASSERT_EQ(::bind(cap, reinterpret_cast<sockaddr*>(&ll), sizeof ll), 0);
+  if (::bind(cap, reinterpret_cast<sockaddr*>(&ll), sizeof ll) != 0) {
+    ::close(cap);
+    return -1;
+  }
+  return cap;
+}
+
+// The first captured frame to UDP port 4791 at `dst` (4 or 16 bytes), parsed by the wire codec
+// (which checks the ICRC against the real IP header). Other tests' traffic on lo is skipped by
+// address before parsing, so their deliberately bad packets do not count here.
+std::optional<wire::ParseResult<wire::RoceFrame>> capture_to(int cap,
+                                                             std::span<const uint8_t> dst) {
+  std::vector<uint8_t> frame(70000);
+  for (int tries = 0; tries < 200; ++tries) {
+    const ssize_t n = ::recv(cap, frame.data(), frame.size(), 0);
+    if (n <= 0) {
+      pollfd pfd{cap, POLLIN, 0};
+      ::poll(&pfd, 1, 10);
+      continue;
+    }
+    const size_t at = dst.size() == 4 ? wire::kEthBytes + 16 : wire::kEthBytes + 24;
+    const size_t udp = wire::kEthBytes + (dst.size() == 4 ? wire::kIpv4Bytes : wire::kIpv6Bytes);
+    if (static_cast<size_t>(n) < udp + wire::kUdpBytes ||
+        !std::equal(dst.begin(), dst.end(), frame.begin() + static_cast<ptrdiff_t>(at)) ||
+        load_be16(&frame[udp + 2]) != wire::kRoceV2Port)
+      continue;
+    return wire::parse_frame({frame.data(), static_cast<size_t>(n)});
+  }
+  return std::nullopt;
+}
+
+// What leaves the link is a RoCEv2 packet a third party accepts: capture it on the loopback
+// device and check it, real IP header and all, with the wire codec's parse_frame.
+TEST(UdpLink, CapturedPacketsCarryAnIcrcOverTheRealHeaders) {
+  const int cap = open_capture();
+  if (cap < 0) GTEST_SKIP() << "no packet socket (needs CAP_NET_RAW): " << std::strerror(errno);
   UdpLinkOptions o;
   o.gso = false;  // loopback never cuts GSO sends, so only single packets show their real header
   auto a = open_link(v4(32, 1), o);
@@ -433,30 +470,19 @@ TEST(UdpLink, CapturedPacketsCarryAnIcrcOverTheRealHeaders) {
   Outgoing pkt(wire::op::kRcWriteOnly, 77, 301, b->local_gid(), 2);
   a->transmit(pkt.tx);
   a->flush();
-  bool seen = false;
-  std::array<uint8_t, 70000> frame;
-  for (int tries = 0; tries < 200 && !seen; ++tries) {
-    const ssize_t n = ::recv(cap, frame.data(), frame.size(), 0);
-    if (n <= 0) {
-      pollfd pfd{cap, POLLIN, 0};
-      ::poll(&pfd, 1, 10);
-      continue;
-    }
-    auto f = wire::parse_frame({frame.data(), static_cast<size_t>(n)});
-    if (!f.ok() && f.error() == wire::ParseError::kNotRoce) continue;
-    // Someone else's RoCE traffic on lo (parallel tests) is skipped by address.
-    if (f.ok() && f->packet.ipv4 && f->packet.ipv4->dst != std::array<uint8_t, 4>{127, 77, 32, 2})
-      continue;
-    ASSERT_TRUE(f.ok()) << wire::to_string(f.error());
-    EXPECT_EQ(f->packet.ipv4->identification, 0);
-    EXPECT_TRUE(f->packet.ipv4->dont_fragment);
-    EXPECT_EQ(f->packet.ipv4->ecn, wire::Ecn::kEct0);
-    EXPECT_EQ(f->packet.udp.src_port, wire::kRoceV2Port);
-    EXPECT_EQ(f->packet.transport.hdr.bth.psn, Psn(77));
-    seen = true;
-  }
+  const std::array<uint8_t, 4> dst{127, 77, 32, 2};
+  auto f = capture_to(cap, dst);
   ::close(cap);
-  EXPECT_TRUE(seen);
+  ASSERT_TRUE(f.has_value()) << "no frame captured";
+  ASSERT_TRUE(f->ok()) << wire::to_string(f->error());
+  const wire::RocePacket& p = (*f)->packet;
+  ASSERT_TRUE(p.ipv4);
+  EXPECT_EQ(p.ipv4->identification, 0);
+  EXPECT_TRUE(p.ipv4->dont_fragment);
+  EXPECT_EQ(p.ipv4->ecn, wire::Ecn::kEct0);
+  EXPECT_EQ(p.ipv4->dscp, 26);
+  EXPECT_EQ(p.udp.src_port, wire::kRoceV2Port);
+  EXPECT_EQ(p.transport.hdr.bth.psn, Psn(77));
   EXPECT_EQ(receive(*b, 1).size(), 1u);
 }
 
@@ -506,6 +532,20 @@ TEST(UdpLink, Ipv6OnLoopback) {
   Gid loop{};
   loop[15] = 1;
   EXPECT_EQ(a.local_gid(), loop);
+  // One packet alone first, captured if we may: its ICRC must hold over the real IPv6 header.
+  const int cap = open_capture();
+  Outgoing single(wire::op::kRcSendOnly, 7, 333, loop);
+  a.transmit(single.tx);
+  a.flush();
+  if (cap >= 0) {
+    auto f = capture_to(cap, loop);
+    ::close(cap);
+    ASSERT_TRUE(f.has_value()) << "no frame captured";
+    ASSERT_TRUE(f->ok()) << wire::to_string(f->error());
+    ASSERT_TRUE((*f)->packet.ipv6);
+    EXPECT_EQ((*f)->packet.ipv6->ecn, wire::Ecn::kEct0);
+  }
+  ASSERT_EQ(receive(a, 1).size(), 1u);
   // ::1 is the only loopback address, so the link talks to itself: a GSO window and odd sizes.
   std::vector<std::unique_ptr<Outgoing>> sent;
   for (uint32_t i = 0; i < 20; ++i)
