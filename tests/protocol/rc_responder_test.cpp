@@ -409,5 +409,31 @@ TEST_F(Responder, PacketsBeforeRtrOrWithWrongServiceArePacketsDropped) {
   EXPECT_EQ(r.qp->counters().rx_dropped, 1u);
 }
 
+TEST_F(Responder, NextDeadlineIsNowWhileAResponseIsQueued) {
+  ASSERT_EQ(r.post_recv(1, *rbuf, 64), 0);
+  EXPECT_EQ(r.qp->next_deadline(now), kNever);
+  feed(send(op::kRcSendOnly, kEpsn, 8));
+  EXPECT_EQ(r.qp->next_deadline(now), now);
+  EXPECT_EQ(drain().size(), 1u);
+  EXPECT_EQ(r.qp->next_deadline(now), kNever);  // a responder keeps no timers
+}
+
+TEST_F(Responder, ReadResponsesGoThroughThePacer) {
+  r.qp->pacer().set_rate(8'000'000, 256);  // 1 byte per us, one packet of burst
+  feed(read(kEpsn, target->va, 1024));
+  now = 1'000'000;
+  size_t sent = drain().size();
+  EXPECT_LE(sent, 2u);  // the bucket's burst, then the pacer's debt rule
+  for (int i = 0; i < 10 && sent < 4; ++i) {
+    const Nanos t = r.qp->next_deadline(now);
+    ASSERT_GT(t, now);
+    ASSERT_NE(t, kNever);
+    now = t;
+    sent += drain().size();
+  }
+  EXPECT_EQ(sent, 4u);
+  EXPECT_GE(now, Nanos{1'000'000} + 2 * 250'000);  // 256 us per 256-byte packet
+}
+
 }  // namespace
 }  // namespace uroce::transport::test
