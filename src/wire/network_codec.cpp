@@ -179,10 +179,18 @@ uint32_t ones_sum(uint32_t sum, std::span<const uint8_t> b) {
   return be;
 }
 
+// The largest UDP payload an IP packet can carry (the IPv4 total length is 16 bits).
+size_t max_udp_payload(bool ipv6) {
+  return 0xffff - kUdpBytes - (ipv6 ? 0 : kIpv4Bytes);
+}
+
+}  // namespace
+
 // IPv6 requires a UDP checksum (RFC 8200 section 8.1: zero is not allowed, and receivers such as
 // Linux and Wireshark treat it as an error). RoCEv2 masks it out of the ICRC, so it is filled in
 // last, over the finished packet. IPv4 may send zero ("no checksum"), and uroce does.
-void fill_udp_checksum_ipv6(std::span<uint8_t> ip_packet) {
+void fill_ipv6_udp_checksum(std::span<uint8_t> ip_packet) {
+  UROCE_CHECK(ip_packet.size() >= kIpv6Bytes + kUdpBytes);
   uint8_t* udp = ip_packet.data() + kIpv6Bytes;
   const size_t udp_len = ip_packet.size() - kIpv6Bytes;
   store_be16(udp + 6, 0);
@@ -192,13 +200,6 @@ void fill_udp_checksum_ipv6(std::span<uint8_t> ip_packet) {
   const uint16_t csum = static_cast<uint16_t>(~sum);
   store_be16(udp + 6, csum == 0 ? 0xffff : csum);
 }
-
-// The largest UDP payload an IP packet can carry (the IPv4 total length is 16 bits).
-size_t max_udp_payload(bool ipv6) {
-  return 0xffff - kUdpBytes - (ipv6 ? 0 : kIpv4Bytes);
-}
-
-}  // namespace
 
 uint32_t compute_icrc(std::span<const uint8_t> headers, std::span<const uint8_t> payload,
                       uint8_t pad) {
@@ -272,7 +273,7 @@ uint32_t build_ip_packet(const IpEndpoints& ep, const TransportHeaders& hdr,
   std::memset(body + payload.size(), 0, pad);
   const size_t icrc_at = total - kIcrcBytes;
   store_icrc(out.data() + icrc_at, compute_icrc(out.first(icrc_at)));
-  if (ep.ipv6) fill_udp_checksum_ipv6(out.first(total));
+  if (ep.ipv6) fill_ipv6_udp_checksum(out.first(total));
   return static_cast<uint32_t>(total);
 }
 

@@ -151,6 +151,11 @@ struct IpEndpoints {
 uint32_t build_ip_packet(const IpEndpoints& ep, const TransportHeaders& hdr,
                          std::span<const uint8_t> payload, std::span<uint8_t> out);
 
+// Fills in the UDP checksum of a finished IPv6 packet (IP header to ICRC). IPv6 forbids a zero
+// UDP checksum (RFC 8200 section 8.1), so a frame that leaves a kernel's or Wireshark's view
+// needs one; the ICRC masks it, so it may be filled in after the ICRC.
+void fill_ipv6_udp_checksum(std::span<uint8_t> ip_packet);
+
 // Endpoints between two GIDs: IPv4 when both are IPv4-mapped (::ffff:a.b.c.d), IPv6 otherwise.
 IpEndpoints endpoints_from_gids(const Gid& src, const Gid& dst, uint16_t udp_src_port);
 
