@@ -83,6 +83,22 @@ TEST(BenchOob, PayloadCodecsRoundTrip) {
   EXPECT_EQ(q->sizes, p.sizes);
   EXPECT_EQ(q->iterations, 77u);
   EXPECT_EQ(q->buffer_bytes, p.buffer_bytes);
+  // What the server would have to allocate or loop over is bounded.
+  using Mutation = void (*)(BenchParams&);
+  const Mutation mutations[] = {
+      [](BenchParams& b) { b.sizes = {kMaxBenchMessageBytes + 1}; },
+      [](BenchParams& b) { b.sizes.clear(); },
+      [](BenchParams& b) { b.depth = 0; },
+      [](BenchParams& b) { b.depth = kMaxBenchDepth + 1; },
+      [](BenchParams& b) { b.mtu = 1000; },
+      [](BenchParams& b) { b.iterations = kMaxBenchIterations + 1; },
+  };
+  for (Mutation bad_params : mutations) {
+    BenchParams b = p;
+    bad_params(b);
+    EXPECT_EQ(validate(b), EINVAL);
+    EXPECT_FALSE(decode_bench_params(encode(b)));
+  }
   auto trunc = encode(p);
   trunc.pop_back();
   EXPECT_FALSE(decode_bench_params(trunc));

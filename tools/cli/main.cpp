@@ -104,11 +104,12 @@ int run_bench(BenchCli& b) {
     std::fprintf(stderr, "uroce bench: at most %u sizes per run\n", kMaxSizesPerRun);
     return 1;
   }
-  for (uint64_t s : p.sizes)
-    if (s > kSweepMaxBytes * 128) {
-      std::fprintf(stderr, "uroce bench: sizes above 1 GiB are not supported\n");
-      return 1;
-    }
+  if (validate(p) != 0) {
+    std::fprintf(stderr,
+                 "uroce bench: sizes must be at most 1 GiB, --iters at most %llu, 1..%u sizes\n",
+                 static_cast<unsigned long long>(kMaxBenchIterations), kMaxSizesPerRun);
+    return 1;
+  }
   p.buffer_bytes = bench_buffer_bytes(p);
   if (b.demo) {
     if (b.o.address.empty()) b.o.address = "127.0.0.2";

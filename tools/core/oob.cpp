@@ -259,7 +259,18 @@ Result<BenchParams> decode_bench_params(std::span<const uint8_t> p) {
   b.buffer_bytes = load_be64(&p[32]);
   if (n > kMaxSizesPerRun || p.size() != 40 + 8 * size_t{n}) return Err(EPROTO);
   for (uint32_t i = 0; i < n; ++i) b.sizes.push_back(load_be64(&p[40 + 8 * i]));
+  if (int err = validate(b)) return Err(err);
   return b;
+}
+
+int validate(const BenchParams& p) {
+  if (p.sizes.empty() || p.sizes.size() > kMaxSizesPerRun) return EINVAL;
+  for (uint64_t s : p.sizes)
+    if (s > kMaxBenchMessageBytes) return EINVAL;
+  if (p.depth == 0 || p.depth > kMaxBenchDepth) return EINVAL;
+  if (p.mtu < 256 || p.mtu > 4096 || (p.mtu & (p.mtu - 1)) != 0) return EINVAL;
+  if (p.iterations == 0 || p.iterations > kMaxBenchIterations) return EINVAL;
+  return 0;
 }
 
 std::vector<uint8_t> encode(const Step& s) {

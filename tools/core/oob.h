@@ -116,8 +116,15 @@ struct BenchParams {
   uint64_t buffer_bytes = 0;  // each side's registered buffer
   std::vector<uint64_t> sizes;
 };
+inline constexpr uint64_t kMaxBenchIterations = uint64_t{16} << 20;
+inline constexpr uint64_t kMaxBenchMessageBytes = uint64_t{1} << 30;
+inline constexpr uint32_t kMaxBenchDepth = 4096;
 std::vector<uint8_t> encode(const BenchParams& p);
+// Also rejects (EINVAL) what no run can do: no sizes, a size over kMaxBenchMessageBytes, a depth
+// of 0 or over kMaxBenchDepth, an MTU other than 256..4096 in powers of two, 0 or more than
+// kMaxBenchIterations iterations. The peer is not trusted: these bound the server's memory.
 Result<BenchParams> decode_bench_params(std::span<const uint8_t> p);
+int validate(const BenchParams& p);
 
 // One message size: the client announces it (phase 0) and reports when it finished (phase 1,
 // with the iterations completed); the server answers each with a StepAck.
