@@ -1,0 +1,142 @@
+#pragma once
+// The C++ API of uroce: the verbs objects under short names, plus helpers that take std::span
+// buffers and do the common multi-step jobs (registering a buffer, describing part of it as an
+// SGE, bringing an RC/UC/UD QP up).
+//
+// Conventions, the same everywhere:
+//   - Objects are RAII: every create/alloc/reg/open returns std::unique_ptr<T> inside a Result, and
+//     destroying the pointer is the verb's destroy/dealloc/dereg. Destroy children before parents
+//     (verbs/device.h). Objects never move, so a pointer to one is stable for its lifetime (the
+//     libibverbs ABI maps each ibv object onto one).
+//   - Errors are errno values, exactly those the matching ibv_* call gives: a call that makes
+//     something returns Result<T, int> (common/result.h), a call that only acts returns int (0 is
+//     success). Work request failures arrive as completions with a WcStatus, as in verbs.
+//   - Enum values equal libibverbs' (QpState, QpType, QpAttrMask, WcStatus, WrOpcode, Access, ...).
+//   - Threading as in verbs/device.h: post, poll and modify from any thread; Device::progress()
+//     from one thread (api::ProgressEngine runs it in real time; the simulator in virtual time).
+#include <cerrno>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "common/result.h"
+#include "verbs/attrs.h"
+#include "verbs/cq.h"
+#include "verbs/device.h"
+#include "verbs/event.h"
+#include "verbs/mr.h"
+#include "verbs/qp.h"
+
+namespace uroce {
+
+using transport::Access;
+using transport::Completion;
+using transport::RecvWr;
+using transport::SendWr;
+using transport::Sge;
+using transport::WcStatus;
+using transport::WrOpcode;
+using verbs::AddressHandle;
+using verbs::AhAttr;
+using verbs::AsyncEvent;
+using verbs::CompletionChannel;
+using verbs::CompletionQueue;
+using verbs::Context;
+using verbs::Device;
+using verbs::DeviceConfig;
+using verbs::MemoryRegion;
+using verbs::Mtu;
+using verbs::ProtectionDomain;
+using verbs::QpAttr;
+using verbs::QpInitAttr;
+using verbs::QpState;
+using verbs::QpType;
+using verbs::QueuePair;
+using verbs::SharedReceiveQueue;
+
+// Registers `buffer` (iova = its address). See ProtectionDomain::reg_mr for the errors.
+inline Result<std::unique_ptr<MemoryRegion>> reg_mr(ProtectionDomain& pd,
+                                                    std::span<std::byte> buffer, uint32_t access) {
+  return pd.reg_mr(buffer.data(), buffer.size(), access);
+}
+
+// An SGE for `part`, which must lie inside `mr` (EINVAL otherwise, or when longer than 4 GiB - 1,
+// the largest SGE).
+inline Result<Sge> sge(const MemoryRegion& mr, std::span<const std::byte> part) {
+  const auto base = reinterpret_cast<uintptr_t>(mr.addr());
+  const auto p = reinterpret_cast<uintptr_t>(part.data());
+  if (p < base || p - base > mr.length() || part.size() > mr.length() - (p - base) ||
+      part.size() > UINT32_MAX)
+    return Err(EINVAL);
+  return Sge{mr.iova() + (p - base), static_cast<uint32_t>(part.size()), mr.lkey()};
+}
+
+// What one side of a connection tells the other (out of band) to connect an RC or UC QP.
+struct Endpoint {
+  Gid gid{};
+  uint32_t qpn = 0;
+  uint32_t psn = 0;  // the first PSN this side sends
+};
+
+struct ConnectOptions {
+  Mtu path_mtu = Mtu::k1024;
+  uint32_t access = transport::kAccessRemoteWrite | transport::kAccessRemoteRead |
+                    transport::kAccessRemoteAtomic;  // what the peer may do to us
+  uint8_t max_rd_atomic = 16;                        // READ/atomic we may have outstanding
+  uint8_t max_dest_rd_atomic = 16;                   // READ/atomic of the peer we answer at once
+  uint8_t timeout = 14;                              // 4.096 us * 2^timeout (IBA 9.7.6.1.3)
+  uint8_t retry_cnt = 7;
+  uint8_t rnr_retry = 7;  // 7 = retry forever
+  uint8_t min_rnr_timer = 12;
+  uint8_t traffic_class = 0;
+  uint32_t qkey = 0x11111111;  // UD only
+};
+
+// RESET -> INIT -> RTR -> RTS with the masks ibv_modify_qp(3) requires for the QP's type. For UD,
+// `remote` is ignored (each send names its destination). 0 or the first failing modify's errno
+// (the QP is left in the state reached).
+inline int connect(QueuePair& qp, uint32_t local_psn, const Endpoint& remote,
+                   const ConnectOptions& o = {}) {
+  using namespace verbs;
+  const QpType t = qp.type();
+  QpAttr a;
+  a.qp_state = QpState::kInit;
+  a.port_num = 1;
+  a.pkey_index = 0;
+  a.qp_access_flags = o.access;
+  a.qkey = o.qkey;
+  uint32_t mask = kQpState | kQpPkeyIndex | kQpPort | (t == QpType::kUd ? kQpQkey : kQpAccessFlags);
+  if (int err = qp.modify(a, mask)) return err;
+
+  a.qp_state = QpState::kRtr;
+  mask = kQpState;
+  if (t != QpType::kUd) {
+    a.path_mtu = o.path_mtu;
+    a.dest_qp_num = remote.qpn;
+    a.rq_psn = remote.psn;
+    a.ah_attr.grh.dgid = remote.gid;
+    a.ah_attr.grh.traffic_class = o.traffic_class;
+    mask |= kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn;
+    if (t == QpType::kRc) {
+      a.max_dest_rd_atomic = o.max_dest_rd_atomic;
+      a.min_rnr_timer = o.min_rnr_timer;
+      mask |= kQpMaxDestRdAtomic | kQpMinRnrTimer;
+    }
+  }
+  if (int err = qp.modify(a, mask)) return err;
+
+  a.qp_state = QpState::kRts;
+  a.sq_psn = local_psn;
+  mask = kQpState | kQpSqPsn;
+  if (t == QpType::kRc) {
+    a.timeout = o.timeout;
+    a.retry_cnt = o.retry_cnt;
+    a.rnr_retry = o.rnr_retry;
+    a.max_rd_atomic = o.max_rd_atomic;
+    mask |= kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic;
+  }
+  return qp.modify(a, mask);
+}
+
+}  // namespace uroce
