@@ -12,6 +12,7 @@
 
 #include "cc/pacer.h"
 #include "common/psn.h"
+#include "transport/congestion.h"
 #include "transport/types.h"
 
 namespace uroce::transport {
@@ -48,6 +49,8 @@ struct QpConfig {
   bool sq_sig_all = false;
   // Cap on the requester's unacknowledged PSNs (RC); always kept below 2^23 (IBA 9.7.1).
   uint32_t max_psn_window = 4096;
+  // DCQCN notification and reaction point for RC/UC (transport/congestion.h); off by default.
+  CongestionConfig congestion;
 };
 
 struct QpCounters {

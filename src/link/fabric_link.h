@@ -1,0 +1,67 @@
+#pragma once
+// A link::Link over one host port of the switched fabric (fabric::SwitchFabric), in virtual time:
+// the job SimLink does over the LossyNetwork (IP, UDP and ICRC out; parse, check and count in),
+// with the fabric's queues, ECN marks and PFC pauses between devices. The fabric writes CE into
+// the IP header on the way; poll() reports it in RxPacket::ce.
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "common/result.h"
+#include "fabric/switch_fabric.h"
+#include "link/link.h"
+
+namespace uroce::link {
+
+class FabricLink final : public Link, public fabric::HostReceiver {
+ public:
+  // Same bound as SimLink: IPv6 header, UDP, 64 bytes of transport headers, a 4096-byte payload,
+  // pad and ICRC.
+  static constexpr uint32_t kMaxIpPacketBytes = 40 + 8 + 64 + 4096 + 3 + 4;
+  static constexpr size_t kDefaultInboxPackets = 4096;
+
+  // Attaches to host `host` of a finalized `fabric`, whose address is `local` (topology's
+  // host_gid). EINVAL if the host does not exist. Packets that arrive while the inbox holds
+  // `inbox_packets` are dropped and counted (a NIC's full receive ring).
+  static Result<std::unique_ptr<FabricLink>> create(fabric::SwitchFabric& fabric,
+                                                    fabric::HostId host, const Gid& local,
+                                                    size_t inbox_packets = kDefaultInboxPackets);
+  ~FabricLink() override;
+
+  Gid local_gid() const override { return local_; }
+  fabric::HostId host() const { return host_; }
+
+  // Builds the IP packet and queues it at the host's NIC at the fabric's current time. A packet
+  // that can't be built or that the fabric refuses (no descriptor, NIC queue full) is a tx error.
+  void transmit(const wire::TxPacket& packet) override;
+  void flush() override {}
+  size_t poll(const RxHandler& handler, size_t budget) override;
+  const LinkCounters& counters() const override { return counters_; }
+
+  // Bytes waiting in this host's NIC queue (paused, or behind the line rate): what a NIC's
+  // scheduler looks at before it pulls more work.
+  uint64_t tx_queue_bytes() const { return fabric_.host_queue_bytes(host_); }
+  size_t rx_pending() const { return inbox_count_; }
+  uint64_t rx_drop_inbox_full() const { return rx_drop_inbox_full_; }
+
+  void on_receive(const fabric::Delivered& packet, Nanos now) override;
+
+ private:
+  FabricLink(fabric::SwitchFabric& fabric, fabric::HostId host, const Gid& local, size_t inbox)
+      : fabric_(fabric), host_(host), local_(local), inbox_(inbox) {}
+  uint32_t build(const wire::TxPacket& packet);
+  void receive_one(std::span<const uint8_t> bytes, const RxHandler& handler);
+
+  fabric::SwitchFabric& fabric_;
+  fabric::HostId host_;
+  Gid local_;
+  LinkCounters counters_;
+  uint64_t rx_drop_inbox_full_ = 0;
+  // Ring of received IP packets; each slot keeps its capacity, so steady state allocates nothing.
+  std::vector<std::vector<uint8_t>> inbox_;
+  size_t inbox_head_ = 0, inbox_count_ = 0;
+  std::array<uint8_t, kMaxIpPacketBytes> buf_{};
+};
+
+}  // namespace uroce::link
