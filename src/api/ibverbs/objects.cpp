@@ -394,6 +394,128 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input
 
 ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr);
 
+Cq* create_cq_common(ibv_context* context, int cqe, void* cq_context, ibv_comp_channel* channel,
+                     int comp_vector) {
+  if (int err = usable(context)) return fail<Cq>(err);
+  if (cqe <= 0 || comp_vector < 0 || comp_vector >= context->num_comp_vectors) {
+    return fail<Cq>(EINVAL);
+  }
+  if (channel && channel->context != context) return fail<Cq>(EINVAL);
+  auto impl = state_of(context)->verbs()->create_cq(static_cast<uint32_t>(cqe),
+                                                    channel ? from(channel)->impl : nullptr);
+  if (!impl.ok()) return fail<Cq>(impl.error());
+  auto* c = new (std::nothrow) Cq{};
+  if (!c) return fail<Cq>(ENOMEM);
+  c->impl = impl->release();
+  c->runtime = state_of(context)->runtime();
+  ibv_cq* cq = cq_of(c);
+  cq->context = context;
+  cq->channel = channel;
+  cq->cq_context = cq_context;
+  cq->handle = 0;
+  cq->cqe = static_cast<int>(c->impl->cqe());
+  pthread_mutex_init(&cq->mutex, nullptr);
+  pthread_cond_init(&cq->cond, nullptr);
+  cq->comp_events_completed = 0;
+  cq->async_events_completed = 0;
+  if (channel) {
+    pthread_mutex_lock(&context->mutex);
+    ++channel->refcnt;
+    pthread_mutex_unlock(&context->mutex);
+  }
+  state_of(context)->add(c->impl, c, ContextState::Kind::kCq);
+  return c;
+}
+
+// ---- ibv_cq_ex: ibv_start_poll / ibv_next_poll / ibv_end_poll and the ibv_wc_read_* family ----
+
+Cq* ex_of(ibv_cq_ex* cq) {
+  return reinterpret_cast<Cq*>(cq);
+}
+
+int next_entry(ibv_cq_ex* cq) {
+  Cq* c = ex_of(cq);
+  if (c->impl->poll({&c->current, 1}) == 0) {
+    c->runtime->drive();
+    if (c->impl->poll({&c->current, 1}) == 0) return ENOENT;
+  }
+  cq->wr_id = c->current.wr_id;
+  cq->status = static_cast<ibv_wc_status>(c->current.status);
+  return 0;
+}
+
+int start_poll(ibv_cq_ex* cq, ibv_poll_cq_attr* attr) {
+  if (attr && attr->comp_mask != 0) return EINVAL;
+  return next_entry(cq);
+}
+void end_poll(ibv_cq_ex*) {}
+ibv_wc_opcode read_opcode(ibv_cq_ex* cq) {
+  return static_cast<ibv_wc_opcode>(ex_of(cq)->current.opcode);
+}
+uint32_t read_vendor_err(ibv_cq_ex* cq) {
+  return ex_of(cq)->current.vendor_err;
+}
+uint32_t read_byte_len(ibv_cq_ex* cq) {
+  return ex_of(cq)->current.byte_len;
+}
+__be32 read_imm_data(ibv_cq_ex* cq) {
+  ibv_wc wc{};
+  to_ibv(ex_of(cq)->current, &wc);
+  return wc.imm_data;
+}
+uint32_t read_qp_num(ibv_cq_ex* cq) {
+  return ex_of(cq)->current.qp_num;
+}
+uint32_t read_src_qp(ibv_cq_ex* cq) {
+  return ex_of(cq)->current.src_qp;
+}
+unsigned int read_wc_flags(ibv_cq_ex* cq) {
+  ibv_wc wc{};
+  to_ibv(ex_of(cq)->current, &wc);
+  return wc.wc_flags;
+}
+uint32_t read_slid(ibv_cq_ex*) {
+  return 0;
+}
+uint8_t read_sl(ibv_cq_ex* cq) {
+  return ex_of(cq)->current.sl;
+}
+uint8_t read_dlid_path_bits(ibv_cq_ex*) {
+  return 0;
+}
+
+ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
+  if (!attr) return fail<ibv_cq_ex>(EINVAL);
+  // The standard completion fields only: timestamps, VLAN, flow tags and tag matching are not
+  // produced by uroce, nor are CQs bound to a PD or allowed to overrun.
+  if (attr->wc_flags & ~uint64_t{IBV_WC_STANDARD_FLAGS}) return fail<ibv_cq_ex>(EOPNOTSUPP);
+  if (attr->comp_mask & ~uint32_t{IBV_CQ_INIT_ATTR_MASK_FLAGS}) return fail<ibv_cq_ex>(EOPNOTSUPP);
+  if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
+      (attr->flags & ~uint32_t{IBV_CREATE_CQ_ATTR_SINGLE_THREADED})) {
+    return fail<ibv_cq_ex>(EOPNOTSUPP);
+  }
+  if (attr->cqe > static_cast<uint32_t>(INT32_MAX)) return fail<ibv_cq_ex>(EINVAL);
+  Cq* c = create_cq_common(context, static_cast<int>(attr->cqe), attr->cq_context, attr->channel,
+                           static_cast<int>(attr->comp_vector));
+  if (!c) return nullptr;
+  ibv_cq_ex& ex = c->ex;
+  ex.comp_mask = 0;
+  ex.start_poll = start_poll;
+  ex.next_poll = next_entry;
+  ex.end_poll = end_poll;
+  ex.read_opcode = read_opcode;
+  ex.read_vendor_err = read_vendor_err;
+  ex.read_byte_len = read_byte_len;
+  ex.read_imm_data = read_imm_data;
+  ex.read_qp_num = read_qp_num;
+  ex.read_src_qp = read_src_qp;
+  ex.read_wc_flags = read_wc_flags;
+  ex.read_slid = read_slid;
+  ex.read_sl = read_sl;
+  ex.read_dlid_path_bits = read_dlid_path_bits;
+  return &ex;
+}
+
 ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   if (!attr) return fail<ibv_qp>(EINVAL);
   // Only what ibv_create_qp offers, plus the PD through the extended struct; send_ops_flags
@@ -426,6 +548,7 @@ void install_ops(verbs_context* vctx) {
   vctx->query_port = query_port_ex;
   vctx->query_device_ex = query_device_ex;
   vctx->create_qp_ex = create_qp_ex;
+  vctx->create_cq_ex = create_cq_ex;
 }
 
 namespace {
@@ -546,35 +669,8 @@ UROCE_IBV_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
 
 UROCE_IBV_EXPORT ibv_cq* ibv_create_cq(ibv_context* context, int cqe, void* cq_context,
                                        ibv_comp_channel* channel, int comp_vector) {
-  if (int err = usable(context)) return fail<ibv_cq>(err);
-  if (cqe <= 0 || comp_vector < 0 || comp_vector >= context->num_comp_vectors) {
-    return fail<ibv_cq>(EINVAL);
-  }
-  if (channel && channel->context != context) return fail<ibv_cq>(EINVAL);
-  auto impl = state_of(context)->verbs()->create_cq(static_cast<uint32_t>(cqe),
-                                                    channel ? from(channel)->impl : nullptr);
-  if (!impl.ok()) return fail<ibv_cq>(impl.error());
-  auto* c = new (std::nothrow) Cq{};
-  if (!c) return fail<ibv_cq>(ENOMEM);
-  c->impl = impl->release();
-  c->runtime = state_of(context)->runtime();
-  ibv_cq* cq = cq_of(c);
-  cq->context = context;
-  cq->channel = channel;
-  cq->cq_context = cq_context;
-  cq->handle = 0;
-  cq->cqe = static_cast<int>(c->impl->cqe());
-  pthread_mutex_init(&cq->mutex, nullptr);
-  pthread_cond_init(&cq->cond, nullptr);
-  cq->comp_events_completed = 0;
-  cq->async_events_completed = 0;
-  if (channel) {
-    pthread_mutex_lock(&context->mutex);
-    ++channel->refcnt;
-    pthread_mutex_unlock(&context->mutex);
-  }
-  state_of(context)->add(c->impl, c, ContextState::Kind::kCq);
-  return cq;
+  Cq* c = create_cq_common(context, cqe, cq_context, channel, comp_vector);
+  return c ? cq_of(c) : nullptr;
 }
 
 UROCE_IBV_EXPORT int ibv_destroy_cq(ibv_cq* cq) {

@@ -25,6 +25,7 @@ struct Cq {
   ibv_cq_ex ex;  // ibv_cq is its prefix (ibv_cq_ex_to_cq)
   verbs::CompletionQueue* impl;
   Runtime* runtime;
+  transport::Completion current;  // the ibv_start_poll / ibv_next_poll entry being read
 };
 struct Qp {
   ibv_qp_ex ex;  // qp_base first: ibv_qp* <-> Qp*
