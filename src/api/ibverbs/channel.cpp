@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <new>
 #include <vector>
 
@@ -39,6 +41,7 @@ ContextState* ContextState::create(Context* ctx, int* err) {
     *err = ENOMEM;
     return nullptr;
   }
+  s->config_ = ctx->device->config;
   auto rt = Runtime::acquire(ctx->device);
   if (rt.ok()) {
     auto vctx = (*rt)->device().open();
@@ -89,6 +92,14 @@ void* ContextState::lookup(const void* impl) const {
   std::lock_guard lock(mu_);
   auto it = objects_.find(impl);
   return it == objects_.end() ? nullptr : it->second.abi;
+}
+
+int ContextState::open_error() {
+  if (open_error_ != 0 && !open_error_reported_.exchange(true)) {
+    std::fprintf(stderr, "uroce: %s: cannot serve %s (UDP port 4791): %s\n", config_->name.c_str(),
+                 config_->address.c_str(), std::strerror(open_error_));
+  }
+  return open_error_;
 }
 
 void ContextState::destroy_all() {

@@ -1,6 +1,7 @@
 #pragma once
 // Per-context state behind ibv_context: the verbs::Context on the device's runtime, and the maps
 // that turn verbs objects named by events back into the ibv_* objects the program knows.
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -24,8 +25,9 @@ class ContextState {
 
   int cmd_fd() const { return -1; }  // no kernel command channel
   int async_fd() const;
-  // 0 when the NIC is running; else the errno that stopped it.
-  int open_error() const { return open_error_; }
+  // 0 when the NIC is running; else the errno that stopped it, said once on stderr (the tools
+  // only print "Couldn't allocate PD").
+  int open_error();
   verbs::Context* verbs() { return vctx_.get(); }
   Runtime* runtime() { return runtime_.get(); }
 
@@ -44,6 +46,8 @@ class ContextState {
   ~ContextState();
 
   int open_error_ = 0;
+  std::atomic<bool> open_error_reported_{false};
+  const DeviceConfig* config_ = nullptr;
   int idle_fd_ = -1;  // the async fd of a query-only context: never readable
   std::shared_ptr<Runtime> runtime_;
   std::unique_ptr<verbs::Context> vctx_;
