@@ -1,0 +1,361 @@
+#include "sim/world.h"
+
+#include <algorithm>
+#include <cinttypes>
+#include <cstdio>
+#include <cstring>
+
+namespace uroce::simlab {
+namespace {
+
+using transport::TransportQp;
+
+// The NIC's view of one QP: injects the world's congestion control into every configure() and
+// holds the QP back while the host's NIC FIFO is full (see world.h, "The NIC model").
+class NicQp final : public TransportQp {
+ public:
+  NicQp(std::unique_ptr<TransportQp> inner, const link::FabricLink& link,
+        const transport::CongestionConfig& cc, uint64_t fifo_bytes, double line_rate_bps)
+      : inner_(std::move(inner)),
+        link_(link),
+        cc_(cc),
+        fifo_bytes_(fifo_bytes),
+        line_rate_bps_(line_rate_bps) {}
+
+  int post_send(const transport::SendWr& wr) override { return inner_->post_send(wr); }
+  int post_recv(const transport::RecvWr& wr) override { return inner_->post_recv(wr); }
+  void configure(const transport::QpConfig& config) override {
+    transport::QpConfig c = config;
+    c.congestion = cc_;
+    inner_->configure(c);
+  }
+  void set_state(transport::QpState s) override { inner_->set_state(s); }
+  transport::QpState state() const override { return inner_->state(); }
+  void receive(const wire::RxPacket& p, Nanos now) override { inner_->receive(p, now); }
+  size_t transmit(Nanos now, wire::PacketSink& sink, size_t budget) override {
+    if (full()) return 0;
+    return inner_->transmit(now, sink, budget);
+  }
+  Nanos next_deadline(Nanos now) const override {
+    const Nanos t = inner_->next_deadline(now);
+    if (t > now || !full()) return t;
+    // Ready but held back: look again when the excess has drained at line rate.
+    const uint64_t excess = link_.tx_queue_bytes() - fifo_bytes_ + 1;
+    return now + std::max<Nanos>(1, static_cast<Nanos>(excess * 8e9 / line_rate_bps_));
+  }
+  uint32_t qpn() const override { return inner_->qpn(); }
+  const transport::QpCounters& counters() const override { return inner_->counters(); }
+  cc::Pacer& pacer() override { return inner_->pacer(); }
+
+ private:
+  bool full() const { return link_.tx_queue_bytes() >= fifo_bytes_; }
+  std::unique_ptr<TransportQp> inner_;
+  const link::FabricLink& link_;
+  transport::CongestionConfig cc_;
+  uint64_t fifo_bytes_;
+  double line_rate_bps_;
+};
+
+// Byte `i` of flow `f`'s data: distinct per flow and offset, so a misplaced packet shows.
+uint8_t pattern(size_t f, uint64_t i) {
+  uint64_t x = (f + 1) * 0x9e3779b97f4a7c15ull ^ (i / 8);
+  x ^= x >> 29;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 32;
+  return static_cast<uint8_t>(x >> (8 * (i % 8)));
+}
+
+}  // namespace
+
+struct World::Node {
+  std::unique_ptr<link::FabricLink> link;
+  std::unique_ptr<verbs::Device> dev;
+  std::unique_ptr<verbs::Context> ctx;
+  std::unique_ptr<verbs::ProtectionDomain> pd;
+  std::unique_ptr<verbs::CompletionQueue> cq;
+  NicQp* last_created = nullptr;
+  Nanos wake = 0;
+};
+
+struct World::Flow {
+  size_t index = 0;
+  FlowSpec spec;
+  std::vector<uint8_t> src, dst;
+  std::unique_ptr<verbs::MemoryRegion> src_mr, dst_mr;
+  std::unique_ptr<verbs::QueuePair> sqp, rqp;
+  NicQp* s_nic = nullptr;
+  NicQp* r_nic = nullptr;
+  uint64_t posted = 0, completed = 0;  // bytes
+  uint32_t outstanding = 0;
+  bool started = false;
+  FlowResult result;
+};
+
+double jain_index(const std::vector<double>& x) {
+  double s = 0, s2 = 0;
+  for (double v : x) {
+    s += v;
+    s2 += v * v;
+  }
+  return x.empty() || s2 == 0 ? 0 : s * s / (static_cast<double>(x.size()) * s2);
+}
+
+World::World(const WorldConfig& config, std::unique_ptr<fabric::EventLoop> loop,
+             std::unique_ptr<fabric::SwitchFabric> fab)
+    : config_(config), loop_(std::move(loop)), fabric_(std::move(fab)) {
+  for (fabric::HostId h = 0; h < fabric_->hosts(); ++h) {
+    auto node = std::make_unique<Node>();
+    const Gid gid = fabric::host_gid(h);
+    node->link = std::move(link::FabricLink::create(*fabric_, h, gid).value());
+    verbs::DeviceConfig dc;
+    dc.name = "uroce" + std::to_string(h);
+    dc.port.active_mtu = verbs::Mtu::k4096;
+    Node* np = node.get();
+    const WorldConfig cfg = config_;
+    dc.transport_factory = [np, cfg](verbs::QpType type, uint32_t qpn,
+                                     const transport::QpCapabilities& caps,
+                                     transport::MemoryAccess& memory,
+                                     transport::CompletionSink& scq, transport::CompletionSink& rcq,
+                                     transport::RecvQueue* srq) -> std::unique_ptr<TransportQp> {
+      auto inner = TransportQp::create(type, qpn, caps, memory, scq, rcq, srq);
+      if (!inner) return nullptr;
+      auto qp = std::make_unique<NicQp>(std::move(inner), *np->link, cfg.cc, cfg.nic_fifo_bytes,
+                                        cfg.cc.line_rate_bps);
+      np->last_created = qp.get();
+      return qp;
+    };
+    node->dev = std::make_unique<verbs::Device>(*node->link, dc);
+    node->ctx = std::move(node->dev->open().value());
+    node->pd = std::move(node->ctx->alloc_pd().value());
+    node->cq = std::move(node->ctx->create_cq(16384).value());
+    nodes_.push_back(std::move(node));
+  }
+}
+
+World::~World() {
+  flows_.clear();  // QPs and MRs before their PDs
+  for (auto& n : nodes_) {
+    n->cq.reset();
+    n->pd.reset();
+    n->ctx.reset();
+    n->dev.reset();
+    n->link.reset();
+  }
+}
+
+Result<std::unique_ptr<World>, std::string> World::create(const WorldConfig& config,
+                                                          const fabric::TopologySpec& topo) {
+  auto loop = std::make_unique<fabric::EventLoop>(config.seed, size_t{1} << 22);
+  fabric::FabricConfig fc;
+  fc.max_packets = 1 << 20;
+  fc.max_payload_buffers = 1 << 18;
+  auto fab = std::make_unique<fabric::SwitchFabric>(*loop, fc);
+  auto t = fabric::build_topology(*fab, topo);
+  if (!t) return Err(t.error());
+  return std::make_unique<World>(config, std::move(loop), std::move(fab));
+}
+
+fabric::PortId World::port_to_host(fabric::HostId h) const {
+  return fabric_->peer(fabric_->host_port(h));
+}
+
+int World::add_flow(const FlowSpec& spec) {
+  if (spec.src >= nodes_.size() || spec.dst >= nodes_.size() || spec.src == spec.dst ||
+      spec.bytes == 0)
+    return -1;
+  auto f = std::make_unique<Flow>();
+  f->index = flows_.size();
+  f->spec = spec;
+  f->result.spec = spec;
+  std::string err;
+  if (!setup_flow(*f, &err)) return -1;
+  flows_.push_back(std::move(f));
+  return static_cast<int>(flows_.size() - 1);
+}
+
+bool World::setup_flow(Flow& f, std::string* error) {
+  Node& s = *nodes_[f.spec.src];
+  Node& r = *nodes_[f.spec.dst];
+  f.src.resize(f.spec.bytes);
+  for (uint64_t i = 0; i < f.spec.bytes; ++i) f.src[i] = pattern(f.index, i);
+  f.dst.assign(f.spec.bytes, 0);
+  auto smr = s.pd->reg_mr(f.src.data(), f.src.size(), transport::kAccessLocalWrite);
+  auto rmr = r.pd->reg_mr(f.dst.data(), f.dst.size(),
+                          transport::kAccessLocalWrite | transport::kAccessRemoteWrite);
+  if (!smr || !rmr) {
+    *error = "reg_mr failed";
+    return false;
+  }
+  f.src_mr = std::move(*smr);
+  f.dst_mr = std::move(*rmr);
+  verbs::QpInitAttr init;
+  init.qp_type = verbs::QpType::kRc;
+  init.send_cq = init.recv_cq = s.cq.get();
+  init.cap.max_send_wr = config_.max_outstanding;
+  init.cap.max_recv_wr = 1;
+  auto sqp = s.pd->create_qp(init);
+  f.s_nic = s.last_created;
+  init.send_cq = init.recv_cq = r.cq.get();
+  auto rqp = r.pd->create_qp(init);
+  f.r_nic = r.last_created;
+  if (!sqp || !rqp) {
+    *error = "create_qp failed";
+    return false;
+  }
+  f.sqp = std::move(*sqp);
+  f.rqp = std::move(*rqp);
+  const verbs::Mtu mtu = config_.path_mtu >= 4096   ? verbs::Mtu::k4096
+                         : config_.path_mtu >= 2048 ? verbs::Mtu::k2048
+                         : config_.path_mtu >= 1024 ? verbs::Mtu::k1024
+                         : config_.path_mtu >= 512  ? verbs::Mtu::k512
+                                                    : verbs::Mtu::k256;
+  auto connect = [&](verbs::QueuePair& me, const verbs::QueuePair& peer, const Gid& peer_gid) {
+    verbs::QpAttr a;
+    a.qp_state = verbs::QpState::kInit;
+    a.port_num = 1;
+    a.qp_access_flags = transport::kAccessRemoteWrite;
+    if (me.modify(
+            a, verbs::kQpState | verbs::kQpPkeyIndex | verbs::kQpPort | verbs::kQpAccessFlags) != 0)
+      return false;
+    a.qp_state = verbs::QpState::kRtr;
+    a.path_mtu = mtu;
+    a.dest_qp_num = peer.qp_num();
+    a.rq_psn = 0;
+    a.max_dest_rd_atomic = 1;
+    a.min_rnr_timer = 1;
+    a.ah_attr.grh.dgid = peer_gid;
+    a.ah_attr.grh.traffic_class = static_cast<uint8_t>(config_.data_dscp << 2);
+    if (me.modify(a, verbs::kQpState | verbs::kQpAv | verbs::kQpPathMtu | verbs::kQpDestQpn |
+                         verbs::kQpRqPsn | verbs::kQpMaxDestRdAtomic | verbs::kQpMinRnrTimer) != 0)
+      return false;
+    a.qp_state = verbs::QpState::kRts;
+    a.sq_psn = 0;
+    a.timeout = 8;  // 1 ms: far above any queueing delay here, short enough to recover drops
+    a.retry_cnt = 7;
+    a.rnr_retry = 7;
+    a.max_rd_atomic = 1;
+    return me.modify(a, verbs::kQpState | verbs::kQpSqPsn | verbs::kQpTimeout | verbs::kQpRetryCnt |
+                            verbs::kQpRnrRetry | verbs::kQpMaxQpRdAtomic) == 0;
+  };
+  if (!connect(*f.sqp, *f.rqp, r.dev->gid()) || !connect(*f.rqp, *f.sqp, s.dev->gid())) {
+    *error = "QP connect failed";
+    return false;
+  }
+  return true;
+}
+
+void World::post_more(Flow& f, Nanos now) {
+  while (f.posted < f.spec.bytes && f.outstanding < config_.max_outstanding) {
+    const uint32_t len =
+        static_cast<uint32_t>(std::min<uint64_t>(config_.message_bytes, f.spec.bytes - f.posted));
+    transport::Sge sge{reinterpret_cast<uint64_t>(f.src.data()) + f.posted, len, f.src_mr->lkey()};
+    transport::SendWr wr;
+    wr.wr_id = (uint64_t{f.index} << 40) | f.posted;
+    wr.opcode = transport::WrOpcode::kRdmaWrite;
+    wr.flags = transport::kSendSignaled;
+    wr.sg_list = {&sge, 1};
+    wr.remote_addr = reinterpret_cast<uint64_t>(f.dst.data()) + f.posted;
+    wr.rkey = f.dst_mr->rkey();
+    if (f.sqp->post_send(wr) != 0) break;
+    f.posted += len;
+    ++f.outstanding;
+  }
+  nodes_[f.spec.src]->wake = now;
+}
+
+void World::poll_completions(Node& n, Nanos now) {
+  std::array<transport::Completion, 64> wc;
+  for (;;) {
+    const size_t got = n.cq->poll(wc);
+    for (size_t i = 0; i < got; ++i) {
+      const size_t fi = wc[i].wr_id >> 40;
+      if (fi >= flows_.size()) continue;
+      Flow& f = *flows_[fi];
+      if (wc[i].status != transport::WcStatus::kSuccess) ++f.result.errors;
+      --f.outstanding;
+      f.completed += wc[i].byte_len;
+      if (f.posted >= f.spec.bytes && f.outstanding == 0 && f.result.done_ns == kNever) {
+        f.result.done_ns = now;
+      } else {
+        post_more(f, now);
+      }
+    }
+    if (got < wc.size()) break;
+  }
+}
+
+void World::sample(Nanos now) {
+  Sample s;
+  s.t = now;
+  const uint8_t prio = config_.data_dscp >> 3;
+  for (fabric::PortId p : watched_) s.queue_bytes.push_back(fabric_->queue_bytes(p, prio));
+  for (auto& f : flows_) {
+    s.rate_bps.push_back(f->s_nic->pacer().rate_bps());
+    s.rx_bytes.push_back(f->r_nic->counters().rx_bytes);
+  }
+  result_.samples.push_back(std::move(s));
+}
+
+RunResult World::run() {
+  auto fail = [&](std::string msg) {
+    result_.ok = false;
+    result_.failure = std::move(msg);
+  };
+  Nanos next_sample = 0;
+  uint64_t steps = 0;
+  for (;;) {
+    if (++steps > config_.step_limit) {
+      fail("step limit");
+      break;
+    }
+    const Nanos now = loop_->now();
+    if (now >= next_sample) {
+      sample(now);
+      next_sample = now + config_.sample_ns;
+    }
+    Nanos next = std::min(next_sample, loop_->next_time());
+    bool all_done = true;
+    for (auto& f : flows_) {
+      if (!f->started) {
+        if (f->spec.start_ns <= now) {
+          f->started = true;
+          post_more(*f, now);
+        } else {
+          next = std::min(next, f->spec.start_ns);
+        }
+      }
+      if (f->result.done_ns == kNever) all_done = false;
+    }
+    if (all_done) break;
+    for (auto& n : nodes_) {
+      if (n->wake <= now || n->link->rx_pending() > 0) {
+        n->wake = n->dev->progress(now);
+        poll_completions(*n, now);
+      }
+      next = std::min(next, n->wake);
+    }
+    if (next > config_.time_limit_ns) {
+      fail("virtual time limit");
+      break;
+    }
+    loop_->run_until(std::max(next, now));
+  }
+  result_.steps = steps;
+  result_.end_ns = loop_->now();
+  result_.fabric = fabric_->counters();
+  for (auto& n : nodes_) {
+    result_.link_tx_errors += n->link->counters().tx_errors;
+    result_.link_rx_drops += n->link->rx_drop_inbox_full();
+  }
+  for (auto& f : flows_) {
+    FlowResult& r = f->result;
+    r.verified = r.done_ns != kNever && r.errors == 0 && f->dst == f->src;
+    r.sender = f->s_nic->counters();
+    r.receiver = f->r_nic->counters();
+    r.final_rate_bps = f->s_nic->pacer().rate_bps();
+    result_.flows.push_back(r);
+  }
+  return result_;
+}
+
+}  // namespace uroce::simlab
