@@ -6,6 +6,18 @@ set -uo pipefail
 source "$(dirname "$0")/abi_lib.sh" "$1"
 abi_require ibv_devices ibv_devinfo
 
+# Every libibverbs symbol (name and version node) that the installed tools import is exported.
+if command -v objdump >/dev/null; then
+  objdump -T "$ABI_LIB_DIR/libibverbs.so.1" | awk '$2 == "g" && /DF/ { print $(NF-1), $NF }' |
+    sort -u >"$ABI_TMP/exports"
+  for tool in /usr/bin/ibv_* /usr/bin/ib_* /usr/bin/qperf; do
+    [[ -x $tool ]] && objdump -T "$tool" | awk '/\*UND\*/ && /IBVERBS/ { print $(NF-1), $NF }'
+  done | tr -d '()' | sort -u >"$ABI_TMP/imports"
+  missing=$(comm -13 "$ABI_TMP/exports" "$ABI_TMP/imports")
+  [[ -z $missing ]] || abi_fail "imported but not exported: $missing"
+  echo "ok   $(wc -l <"$ABI_TMP/imports") imported libibverbs symbols all exported"
+fi
+
 export UROCE_DEVICES="uroce0=127.0.0.1,uroce9=127.0.9.9"
 
 timeout 20 ibv_devices >"$ABI_TMP/devices.out" 2>&1 || abi_fail "ibv_devices exited $?"
