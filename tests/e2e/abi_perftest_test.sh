@@ -9,7 +9,12 @@ source "$(dirname "$0")/abi_lib.sh" "$1"
 mode=${2:-default}
 abi_require ib_write_bw ib_read_bw ib_send_bw ib_write_lat ib_send_lat
 
-S=127.0.22.2 C=127.0.22.1
+# The two modes are separate ctest tests that may run at once: each has its own addresses.
+if [[ $mode == default ]]; then
+  S=127.0.22.2 C=127.0.22.1
+else
+  S=127.0.23.2 C=127.0.23.1
+fi
 port=18751
 
 # Every result row ("  <bytes> <iterations> <numbers...>") must have a non-zero bandwidth
