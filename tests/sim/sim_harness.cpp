@@ -92,6 +92,7 @@ struct Region {
     return off;
   }
   void set_expect(size_t mr_off, const uint8_t* bytes, size_t len, int op) {
+    if (len == 0) return;  // bytes may be null then
     std::memcpy(expect.data() + kGuardBytes + mr_off, bytes, len);
     std::fill_n(owner.begin() + static_cast<ptrdiff_t>(kGuardBytes + mr_off), len, op);
   }
