@@ -231,17 +231,15 @@ Responder::Verdict Responder::on_read(const wire::TransportHeaders& h) {
   // More READ/atomics in progress than max_dest_rd_atomic (IBA 9.7.7.2.1): Invalid Request.
   Resource* r = alloc_resource();
   if (r == nullptr) return Verdict::kInvalid;
-  *r = Resource{Resource::Kind::kRead,
-                epsn_,
-                packets_for(len, ctx_.mtu()),
-                h.reth.va,
-                h.reth.rkey,
-                len,
-                0,
-                ++msn_,
-                0,
-                r->age,
-                false};
+  r->kind = Resource::Kind::kRead;
+  r->first_psn = r->reply_psn = epsn_;
+  r->npsn = r->reply_npsn = packets_for(len, ctx_.mtu());
+  r->msn = ++msn_;
+  r->original = 0;
+  r->va = h.reth.va;
+  r->rkey = h.reth.rkey;
+  r->length = len;
+  r->sent = 0;
   // The READ uses one PSN per response packet (IBA 9.7.4.1.2).
   epsn_ += static_cast<int32_t>(r->npsn);
   queue_response(
@@ -268,17 +266,15 @@ Responder::Verdict Responder::on_atomic(const wire::TransportHeaders& h,
   } else {
     original = target.fetch_add(h.atomic.swap_add);
   }
-  *r = Resource{Resource::Kind::kAtomic,
-                epsn_,
-                1,
-                h.atomic.va,
-                h.atomic.rkey,
-                8,
-                0,
-                ++msn_,
-                original,
-                r->age,
-                false};
+  r->kind = Resource::Kind::kAtomic;
+  r->first_psn = r->reply_psn = epsn_;
+  r->npsn = r->reply_npsn = 1;
+  r->msn = ++msn_;
+  r->original = original;
+  r->va = h.atomic.va;
+  r->rkey = h.atomic.rkey;
+  r->length = 8;
+  r->sent = 0;
   epsn_ += 1;
   queue_response(
       {Response::Kind::kAtomic, r->first_psn, {}, static_cast<uint32_t>(r - resources_.data())});
@@ -333,31 +329,36 @@ void Responder::on_duplicate(const wire::TransportHeaders& h) {
       return;
     case wire::Kind::kReadRequest: {
       // Re-executed from memory for exactly what the duplicate asks (IBA 9.7.5.1.2), which may
-      // be the rest of an earlier READ.
+      // be the tail of an earlier READ, by the resource that READ took. The resource keeps the
+      // PSNs it covers: if a partial duplicate narrowed them, the next whole duplicate would miss
+      // it and evict another live resource (an atomic's result, docs/sim-findings.md 1).
       const uint32_t len = h.reth.dma_length;
       const uint32_t npsn = packets_for(len, ctx_.mtu());
-      if ((psn + static_cast<int32_t>(npsn)).after(epsn_) || !remote_ok(kAccessRemoteRead) ||
+      Resource* r = nullptr;
+      for (Resource& c : resources_) {
+        const int32_t d = psn.distance_from(c.first_psn);
+        if (c.kind == Resource::Kind::kRead && d >= 0 && static_cast<uint32_t>(d) < c.npsn &&
+            static_cast<uint32_t>(d) + npsn <= c.npsn)
+          r = &c;
+      }
+      // No resource: older than the last max_dest_rd_atomic READ/atomics, so the requester (which
+      // keeps at most that many outstanding) already has its data; or not a READ we answered.
+      if (r == nullptr || !remote_ok(kAccessRemoteRead) ||
           (len > 0 && !ctx_.memory.remote(h.reth.rkey, h.reth.va, len, kAccessRemoteRead).ok())) {
         ++ctx_.counters.rx_dropped;
         return;
       }
-      Resource* r = nullptr;
-      for (Resource& c : resources_) {
-        const int32_t d = psn.distance_from(c.first_psn);
-        if (c.kind == Resource::Kind::kRead && d >= 0 && static_cast<uint32_t>(d) < c.npsn) r = &c;
-      }
-      const uint32_t msn = r ? r->msn : msn_;
-      if (r == nullptr) r = alloc_resource();
-      if (r == nullptr) {
-        ++ctx_.counters.rx_dropped;
-        return;
-      }
-      const bool queued = r->queued;
-      *r = Resource{
-          Resource::Kind::kRead, psn, npsn, h.reth.va, h.reth.rkey, len, 0, msn, 0, r->age, true};
-      if (!queued)
+      r->reply_psn = psn;
+      r->reply_npsn = npsn;
+      r->va = h.reth.va;
+      r->rkey = h.reth.rkey;
+      r->length = len;
+      r->sent = 0;  // a reply in progress restarts from the duplicate's first PSN
+      if (!r->queued) {
+        r->queued = true;
         queue_response(
             {Response::Kind::kRead, psn, {}, static_cast<uint32_t>(r - resources_.data())});
+      }
       return;
     }
     case wire::Kind::kCompareSwap:
@@ -572,17 +573,17 @@ bool Responder::build(Nanos now, TxPacket& out) {
         out.payload_parts = 1;
         out.payload_len = len;
       }
-      const bool first = res.sent == 0, last = res.sent + 1 == res.npsn;
+      const bool first = res.sent == 0, last = res.sent + 1 == res.reply_npsn;
       namespace op = wire::op;
       h.bth.opcode = first && last ? op::kRcReadResponseOnly
                      : first       ? op::kRcReadResponseFirst
                      : last        ? op::kRcReadResponseLast
                                    : op::kRcReadResponseMiddle;
-      h.bth.psn = res.first_psn + static_cast<int32_t>(res.sent);
+      h.bth.psn = res.reply_psn + static_cast<int32_t>(res.sent);
       h.bth.pad_count = wire::pad_for(len);
       h.aeth = wire::Aeth::ack(res.msn);
       ctx_.pacer.on_sent(now, len);
-      if (++res.sent == res.npsn) {
+      if (++res.sent == res.reply_npsn) {
         res.queued = false;
         ++resp_head_;
       }

@@ -42,16 +42,21 @@ class Responder {
 
   struct Resource {  // one responder resource (IBA 9.7.7.2.1): a READ or an atomic
     enum class Kind : uint8_t { kFree, kRead, kAtomic } kind = Kind::kFree;
+    // The request PSNs this resource answers for, fixed when it is taken: a duplicate READ may
+    // replay part of them but never changes them, so later duplicates still find it.
     Psn first_psn;
     uint32_t npsn = 0;
-    uint64_t va = 0;
-    uint32_t rkey = 0;
-    uint32_t length = 0;
-    uint32_t sent = 0;  // READ response packets sent so far
     uint32_t msn = 0;
     uint64_t original = 0;  // atomic result, replayed for duplicates
     uint64_t age = 0;
     bool queued = false;  // has an entry in the response queue
+    // The READ response being sent: the whole READ, or the tail a duplicate asked for.
+    Psn reply_psn;
+    uint32_t reply_npsn = 0;
+    uint64_t va = 0;
+    uint32_t rkey = 0;
+    uint32_t length = 0;
+    uint32_t sent = 0;  // READ response packets sent so far
   };
   struct Response {
     enum class Kind : uint8_t { kAck, kRead, kAtomic } kind = Kind::kAck;
