@@ -147,12 +147,15 @@ TEST(ProgressEngine, WritesCompleteWhileTheTargetSleepsAndIdleEnginesBlock) {
   for (size_t i = 0; i < kBytes; ++i) init.buf[i] = static_cast<uint8_t>(i * 7 + i / 4096);
 
   ProgressOptions o;
-  o.max_sleep_ns = 50'000'000;
+  o.max_sleep_ns = 10'000'000'000;  // nothing but packets, deadlines and kicks wakes an engine
   ProgressEngine ei(*init.dev, o), et(*target.dev, o);
   ASSERT_EQ(ei.start(), 0);
   ASSERT_EQ(et.start(), 0);
-  std::this_thread::sleep_for(20ms);  // both idle: asleep in ppoll by now
-  EXPECT_GE(et.stats().sleeps, 1u);
+  // Both idle: asleep in ppoll within a quarter millisecond (allow for a loaded machine).
+  for (int i = 0; i < 2000 && (ei.stats().sleeps == 0 || et.stats().sleeps == 0); ++i)
+    std::this_thread::sleep_for(1ms);
+  ASSERT_GE(ei.stats().sleeps, 1u);
+  ASSERT_GE(et.stats().sleeps, 1u);
 
   // The target's application thread does nothing from here on; this thread is the initiator's.
   const size_t n = kBytes / kChunk;
@@ -186,14 +189,13 @@ TEST(ProgressEngine, WritesCompleteWhileTheTargetSleepsAndIdleEnginesBlock) {
   EXPECT_GE(ei.stats().kicks_sent, 1u);  // the first post found the initiator's engine asleep
   EXPECT_GE(et.stats().wakeups_by_packet, 1u);
 
-  // Idle again: after spin and yield (a quarter millisecond) both block; in 300 ms they make at
-  // most a handful of passes per 50 ms wait instead of millions of spins.
+  // Idle again: after spin and yield (a quarter millisecond) both block; in 300 ms they make a
+  // handful of passes instead of millions of spins.
   std::this_thread::sleep_for(20ms);
   const ProgressStats before = et.stats();
   std::this_thread::sleep_for(300ms);
   const ProgressStats after = et.stats();
   EXPECT_LT(after.passes - before.passes, 100u);
-  EXPECT_GE(after.sleeps - before.sleeps, 1u);
   ei.stop();
   et.stop();
   EXPECT_EQ(target.link->counters().rx_drop_bad_icrc, 0u);
