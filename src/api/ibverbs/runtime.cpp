@@ -71,11 +71,6 @@ verbs::DeviceConfig Runtime::verbs_config(const Device& d) {
   c.port.max_mtu = static_cast<verbs::Mtu>(p.max_mtu);
   c.port.gid_tbl_len = p.gid_tbl_len;
   c.port.max_msg_sz = p.max_msg_sz;
-  c.transport_factory = [](verbs::QpType type, uint32_t qpn, const verbs::QpCapabilities& caps,
-                           transport::MemoryAccess& memory, transport::CompletionSink& send_cq,
-                           transport::CompletionSink& recv_cq, transport::RecvQueue* srq) {
-    return transport::TransportQp::create(type, qpn, caps, memory, send_cq, recv_cq, srq);
-  };
   return c;
 }
 
