@@ -1,0 +1,444 @@
+#include "sim/experiments.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+namespace uroce::simlab {
+namespace {
+
+std::string num(double v) {
+  char b[64];
+  std::snprintf(b, sizeof b, "%.6g", v);
+  return b;
+}
+
+const char* cc_name(transport::CcAlgorithm a) {
+  switch (a) {
+    case transport::CcAlgorithm::kOff:
+      return "off";
+    case transport::CcAlgorithm::kDcqcnPaper:
+      return "paper";
+    case transport::CcAlgorithm::kDcqcnMlx5:
+      return "mlx5";
+  }
+  return "?";
+}
+
+bool uses_dcqcn(Mode m) {
+  return m != Mode::kPfc;
+}
+
+fabric::TopologySpec base_topology(const ExperimentParams& p) {
+  fabric::TopologySpec t;
+  t.link.rate_bps = p.rate_bps;
+  t.link.delay_ns = p.delay_ns;
+  t.sw.buffer_bytes = p.buffer_bytes;
+  t.sw.ecn.kmin_bytes = p.kmin_bytes;
+  t.sw.ecn.kmax_bytes = p.kmax_bytes;
+  t.sw.ecn.pmax = p.pmax;
+  t.sw.xoff_bytes = p.xoff_bytes;
+  // DCQCN without PFC: the data class is lossy, so a full buffer drops.
+  if (p.mode == Mode::kDcqcnNoPfc) t.sw.lossless_mask = 0;
+  return t;
+}
+
+WorldConfig world_config(const ExperimentParams& p) {
+  WorldConfig c;
+  c.seed = p.seed;
+  c.path_mtu = p.path_mtu;
+  c.sample_ns = p.sample_ns;
+  c.cc.line_rate_bps = static_cast<double>(p.rate_bps);
+  c.cc.algorithm = uses_dcqcn(p.mode) ? p.dcqcn : transport::CcAlgorithm::kOff;
+  return c;
+}
+
+ExperimentResult start(const std::string& name, const ExperimentParams& p) {
+  ExperimentResult r;
+  r.name = name;
+  auto& k = r.params;
+  k.emplace_back("experiment", name);
+  k.emplace_back("seed", std::to_string(p.seed));
+  k.emplace_back("mode", to_string(p.mode));
+  k.emplace_back("dcqcn", uses_dcqcn(p.mode) ? cc_name(p.dcqcn) : "off");
+  k.emplace_back("senders", std::to_string(p.senders));
+  k.emplace_back("flows", std::to_string(p.flows));
+  k.emplace_back("flow_bytes", std::to_string(p.flow_bytes));
+  k.emplace_back("rate_bps", std::to_string(p.rate_bps));
+  k.emplace_back("delay_ns", std::to_string(p.delay_ns));
+  k.emplace_back("path_mtu", std::to_string(p.path_mtu));
+  k.emplace_back("kmin_bytes", std::to_string(p.kmin_bytes));
+  k.emplace_back("kmax_bytes", std::to_string(p.kmax_bytes));
+  k.emplace_back("pmax", num(p.pmax));
+  k.emplace_back("xoff_bytes", std::to_string(p.xoff_bytes));
+  k.emplace_back("buffer_bytes", std::to_string(p.buffer_bytes));
+  k.emplace_back("stagger_ns", std::to_string(p.stagger_ns));
+  k.emplace_back("loss", num(p.loss));
+  k.emplace_back("sample_ns", std::to_string(p.sample_ns));
+  return r;
+}
+
+void put(ExperimentResult& r, const std::string& key, double v) {
+  r.summary.emplace_back(key, num(v));
+}
+
+// Common numbers of every run: completion, verification, fabric and transport counters.
+void summarize(ExperimentResult& r) {
+  const RunResult& run = r.run;
+  if (!run.ok) {
+    r.ok = false;
+    r.failure = run.failure;
+  }
+  Nanos last = 0;
+  uint64_t cnps_sent = 0, cnps_received = 0, ce = 0, retx = 0, verified = 0;
+  for (const FlowResult& f : run.flows) {
+    last = std::max(last, f.done_ns);
+    cnps_sent += f.receiver.cnps_sent;
+    cnps_received += f.sender.cnps_received;
+    ce += f.receiver.ce_marked;
+    retx += f.sender.retransmitted_packets;
+    verified += f.verified ? 1 : 0;
+  }
+  if (verified != run.flows.size() && r.ok) {
+    r.ok = false;
+    r.failure = "a flow's data did not verify";
+  }
+  put(r, "flows_verified", static_cast<double>(verified));
+  put(r, "last_done_us", static_cast<double>(last) / 1e3);
+  put(r, "pause_frames", static_cast<double>(run.fabric.pause_frames));
+  put(r, "drops", static_cast<double>(run.fabric.drops_buffer + run.fabric.drops_bit_error));
+  put(r, "ecn_marked", static_cast<double>(run.fabric.ecn_marked));
+  put(r, "ce_received", static_cast<double>(ce));
+  put(r, "cnps_sent", static_cast<double>(cnps_sent));
+  put(r, "cnps_received", static_cast<double>(cnps_received));
+  put(r, "retransmitted_packets", static_cast<double>(retx));
+}
+
+// Average and maximum of watched port `i` over the samples up to `until`.
+std::pair<double, double> queue_stats(const RunResult& run, size_t i, Nanos until) {
+  double sum = 0, mx = 0;
+  size_t n = 0;
+  for (const Sample& s : run.samples) {
+    if (s.t > until || i >= s.queue_bytes.size()) continue;
+    sum += static_cast<double>(s.queue_bytes[i]);
+    mx = std::max(mx, static_cast<double>(s.queue_bytes[i]));
+    ++n;
+  }
+  return {n ? sum / static_cast<double>(n) : 0, mx};
+}
+
+// Bytes flow `i` received in [t0, t1], from the samples.
+double rx_between(const RunResult& run, size_t i, Nanos t0, Nanos t1) {
+  uint64_t a = 0, b = 0;
+  bool have_a = false;
+  for (const Sample& s : run.samples) {
+    if (!have_a && s.t >= t0) {
+      a = s.rx_bytes[i];
+      have_a = true;
+    }
+    if (s.t <= t1) b = s.rx_bytes[i];
+  }
+  return have_a && b > a ? static_cast<double>(b - a) : 0;
+}
+
+Result<std::unique_ptr<World>, std::string> make_world(const ExperimentParams& p,
+                                                       fabric::TopologySpec t) {
+  return World::create(world_config(p), t);
+}
+
+}  // namespace
+
+const char* to_string(Mode m) {
+  switch (m) {
+    case Mode::kPfc:
+      return "pfc";
+    case Mode::kPfcDcqcn:
+      return "pfc+dcqcn";
+    case Mode::kDcqcnNoPfc:
+      return "dcqcn-nopfc";
+  }
+  return "?";
+}
+
+bool parse_mode(const std::string& s, Mode* out) {
+  for (Mode m : {Mode::kPfc, Mode::kPfcDcqcn, Mode::kDcqcnNoPfc}) {
+    if (s == to_string(m)) {
+      *out = m;
+      return true;
+    }
+  }
+  return false;
+}
+
+double ExperimentResult::number(const std::string& key) const {
+  for (const auto& [k, v] : summary)
+    if (k == key) return std::strtod(v.c_str(), nullptr);
+  return std::numeric_limits<double>::quiet_NaN();
+}
+
+// N senders and one receiver on one switch; every sender writes flow_bytes to the receiver.
+ExperimentResult run_incast(const ExperimentParams& p) {
+  ExperimentResult r = start("incast", p);
+  fabric::TopologySpec t = base_topology(p);
+  t.shape = fabric::TopologySpec::Shape::kStar;
+  t.hosts = p.senders + 1;
+  auto w = make_world(p, t);
+  if (!w) {
+    r.ok = false;
+    r.failure = w.error();
+    return r;
+  }
+  World& world = **w;
+  const fabric::HostId rx = p.senders;
+  world.watch_port(world.port_to_host(rx));
+  for (uint32_t i = 0; i < p.senders; ++i) world.add_flow({i, rx, p.flow_bytes, 0});
+  r.run = world.run();
+  summarize(r);
+  const double last = r.number("last_done_us");
+  const auto [avg, mx] = queue_stats(r.run, 0, r.run.end_ns);
+  put(r, "queue_avg_bytes", avg);
+  put(r, "queue_max_bytes", mx);
+  // The ideal: every payload byte through the receiver's link at line rate.
+  const double ideal_us = static_cast<double>(p.senders) * static_cast<double>(p.flow_bytes) * 8e6 /
+                          static_cast<double>(p.rate_bps);
+  put(r, "ideal_us", ideal_us);
+  put(r, "last_over_ideal", last / ideal_us);
+  return r;
+}
+
+// Victim flow: incast senders on both switches of a dumbbell into one receiver on the right, plus
+// one flow from the left to another right-side host whose path is not congested. PFC pauses the
+// shared inter-switch link and so slows the victim; DCQCN keeps the queue short and frees it.
+ExperimentResult run_victim(const ExperimentParams& p) {
+  ExperimentResult r = start("victim", p);
+  fabric::TopologySpec t = base_topology(p);
+  t.shape = fabric::TopologySpec::Shape::kDumbbell;
+  const uint32_t left_senders = p.senders / 2, right_senders = p.senders - left_senders;
+  t.left = left_senders + 1;    // + the victim's sender
+  t.right = right_senders + 2;  // + the incast receiver and the victim's receiver
+  auto w = make_world(p, t);
+  if (!w) {
+    r.ok = false;
+    r.failure = w.error();
+    return r;
+  }
+  World& world = **w;
+  const fabric::HostId victim_src = left_senders;
+  const fabric::HostId first_right = t.left;
+  const fabric::HostId rx = first_right + right_senders;
+  const fabric::HostId victim_dst = rx + 1;
+  world.watch_port(world.port_to_host(rx));
+  for (uint32_t i = 0; i < left_senders; ++i) world.add_flow({i, rx, p.flow_bytes, 0});
+  for (uint32_t i = 0; i < right_senders; ++i)
+    world.add_flow({first_right + i, rx, p.flow_bytes, 0});
+  const int victim = world.add_flow({victim_src, victim_dst, p.flow_bytes, 0});
+  r.run = world.run();
+  summarize(r);
+  const FlowResult& v = r.run.flows[static_cast<size_t>(victim)];
+  put(r, "victim_done_us", static_cast<double>(v.done_ns) / 1e3);
+  put(r, "victim_gbps", static_cast<double>(p.flow_bytes) * 8 / static_cast<double>(v.done_ns));
+  const auto [avg, mx] = queue_stats(r.run, 0, r.run.end_ns);
+  put(r, "queue_avg_bytes", avg);
+  put(r, "queue_max_bytes", mx);
+  return r;
+}
+
+// Parking lot: two senders on the left switch and one on the right all write to one right-side
+// receiver. With PFC alone the receiver's port serves its two ingress ports evenly, so the left
+// pair shares one half (~25/25/50); DCQCN marks each flow alike and moves toward a third each.
+ExperimentResult run_parking_lot(const ExperimentParams& p) {
+  ExperimentResult r = start("parking-lot", p);
+  fabric::TopologySpec t = base_topology(p);
+  t.shape = fabric::TopologySpec::Shape::kDumbbell;
+  t.left = 2;
+  t.right = 2;
+  auto w = make_world(p, t);
+  if (!w) {
+    r.ok = false;
+    r.failure = w.error();
+    return r;
+  }
+  World& world = **w;
+  const fabric::HostId rx = 3;
+  world.watch_port(world.port_to_host(rx));
+  for (fabric::HostId h : {0u, 1u, 2u}) world.add_flow({h, rx, p.flow_bytes, 0});
+  r.run = world.run();
+  summarize(r);
+  // Shares while all three run: up to the first completion, after a warm-up of 10%.
+  Nanos first = kNever;
+  for (const FlowResult& f : r.run.flows) first = std::min(first, f.done_ns);
+  if (first == kNever) first = r.run.end_ns;
+  const Nanos t0 = first / 10;
+  std::vector<double> x;
+  double total = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    x.push_back(rx_between(r.run, i, t0, first));
+    total += x.back();
+  }
+  for (size_t i = 0; i < 3; ++i) put(r, "share_" + std::to_string(i), total > 0 ? x[i] / total : 0);
+  put(r, "jain", jain_index(x));
+  const auto [avg, mx] = queue_stats(r.run, 0, r.run.end_ns);
+  put(r, "queue_avg_bytes", avg);
+  put(r, "queue_max_bytes", mx);
+  return r;
+}
+
+// Convergence: `flows` flows from the left of a dumbbell to one right-side receiver, starting
+// stagger_ns apart; the shares while all run, and Jain's index of them.
+ExperimentResult run_convergence(const ExperimentParams& p) {
+  ExperimentResult r = start("convergence", p);
+  fabric::TopologySpec t = base_topology(p);
+  t.shape = fabric::TopologySpec::Shape::kDumbbell;
+  t.left = p.flows;
+  t.right = 1;
+  auto w = make_world(p, t);
+  if (!w) {
+    r.ok = false;
+    r.failure = w.error();
+    return r;
+  }
+  World& world = **w;
+  const fabric::HostId rx = p.flows;
+  world.watch_port(world.port_to_host(rx));
+  for (uint32_t i = 0; i < p.flows; ++i)
+    world.add_flow({i, rx, p.flow_bytes, static_cast<Nanos>(i) * p.stagger_ns});
+  r.run = world.run();
+  summarize(r);
+  Nanos first = kNever;
+  for (const FlowResult& f : r.run.flows) first = std::min(first, f.done_ns);
+  const Nanos all_on = static_cast<Nanos>(p.flows - 1) * p.stagger_ns;
+  std::vector<double> x;
+  for (size_t i = 0; i < p.flows; ++i)
+    x.push_back(first > all_on ? rx_between(r.run, i, all_on, first) : 0);
+  put(r, "all_running_us", static_cast<double>(first > all_on ? first - all_on : 0) / 1e3);
+  put(r, "jain", jain_index(x));
+  const auto [avg, mx] = queue_stats(r.run, 0, r.run.end_ns);
+  put(r, "queue_avg_bytes", avg);
+  put(r, "queue_max_bytes", mx);
+  return r;
+}
+
+// Loss: one flow over a two-link star whose links lose frames to bit errors, so that a data
+// packet is lost end to end with probability `loss`; go-back-N recovers (selective repeat is not
+// implemented). Goodput against line rate.
+ExperimentResult run_loss(const ExperimentParams& p) {
+  ExperimentResult r = start("loss", p);
+  fabric::TopologySpec t = base_topology(p);
+  t.shape = fabric::TopologySpec::Shape::kStar;
+  t.hosts = 2;
+  // Two links in series: each loses 1 - sqrt(1 - loss) of the frames of a full data packet.
+  const double frame_bits = (p.path_mtu + 20.0 + 8 + 12 + 4 + fabric::kEthOverheadBytes) *
+                            8;  // IPv4 + UDP + BTH + RETH-less
+  const double per_link = 1 - std::sqrt(1 - p.loss);
+  t.link.bit_error_rate = p.loss > 0 ? -std::log1p(-per_link) / frame_bits : 0;
+  auto w = make_world(p, t);
+  if (!w) {
+    r.ok = false;
+    r.failure = w.error();
+    return r;
+  }
+  World& world = **w;
+  world.add_flow({0, 1, p.flow_bytes, 0});
+  r.run = world.run();
+  summarize(r);
+  const FlowResult& f = r.run.flows[0];
+  put(r, "bit_error_rate", t.link.bit_error_rate);
+  put(r, "goodput_gbps", static_cast<double>(p.flow_bytes) * 8 / static_cast<double>(f.done_ns));
+  put(r, "frames_lost", static_cast<double>(r.run.fabric.drops_bit_error));
+  put(r, "timeouts", static_cast<double>(f.sender.local_ack_timeouts));
+  put(r, "seq_naks", static_cast<double>(f.sender.seq_naks_received));
+  return r;
+}
+
+bool write_outputs(const ExperimentResult& r, const std::string& dir, const std::string& stem) {
+  const RunResult& run = r.run;
+  const size_t nf = run.flows.size();
+  {
+    std::ofstream csv(dir + "/" + stem + ".csv");
+    for (const auto& [k, v] : r.params) csv << "# " << k << "=" << v << "\n";
+    for (const auto& [k, v] : r.summary) csv << "# result " << k << "=" << v << "\n";
+    csv << "t_us";
+    const size_t nq = run.samples.empty() ? 0 : run.samples[0].queue_bytes.size();
+    for (size_t q = 0; q < nq; ++q) csv << ",queue" << q << "_bytes";
+    for (size_t i = 0; i < nf; ++i) csv << ",flow" << i << "_rate_gbps";
+    for (size_t i = 0; i < nf; ++i) csv << ",flow" << i << "_tput_gbps";
+    csv << "\n";
+    for (size_t s = 0; s < run.samples.size(); ++s) {
+      const Sample& x = run.samples[s];
+      csv << num(static_cast<double>(x.t) / 1e3);
+      for (uint64_t q : x.queue_bytes) csv << "," << q;
+      for (uint64_t rb : x.rate_bps) csv << "," << num(static_cast<double>(rb) / 1e9);
+      for (size_t i = 0; i < nf; ++i) {
+        double g = 0;
+        if (s > 0) {
+          const Sample& prev = run.samples[s - 1];
+          g = static_cast<double>(x.rx_bytes[i] - prev.rx_bytes[i]) * 8 /
+              static_cast<double>(x.t - prev.t);
+        }
+        csv << "," << num(g);
+      }
+      csv << "\n";
+    }
+    if (!csv) return false;
+  }
+  // SVG: top panel the first watched queue (KB), bottom panel per-flow throughput (Gb/s), both
+  // over time; throughput averaged over 5 samples so the plot shows trends, not packets.
+  const double W = 800, H = 260, L = 60, T = 30;
+  const double tmax = run.samples.empty() ? 1 : static_cast<double>(run.samples.back().t) / 1e3;
+  double qmax = 1, gmax = 1;
+  for (const Sample& x : run.samples)
+    if (!x.queue_bytes.empty()) qmax = std::max(qmax, static_cast<double>(x.queue_bytes[0]) / 1024);
+  std::vector<std::vector<std::pair<double, double>>> tput(nf);
+  constexpr size_t kSmooth = 5;
+  for (size_t s = kSmooth; s < run.samples.size(); ++s) {
+    const Sample& a = run.samples[s - kSmooth];
+    const Sample& b = run.samples[s];
+    for (size_t i = 0; i < nf; ++i) {
+      const double g =
+          static_cast<double>(b.rx_bytes[i] - a.rx_bytes[i]) * 8 / static_cast<double>(b.t - a.t);
+      gmax = std::max(gmax, g);
+      tput[i].emplace_back(static_cast<double>(b.t) / 1e3, g);
+    }
+  }
+  std::ofstream svg(dir + "/" + stem + ".svg");
+  svg << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W + L + 20 << "' height='"
+      << 2 * H + 3 * T + 40 << "' font-family='sans-serif' font-size='11'>\n";
+  std::string title;
+  for (const auto& [k, v] : r.params) title += k + "=" + v + " ";
+  svg << "<!-- " << title << "-->\n";
+  svg << "<text x='" << L << "' y='15'>" << r.name << " seed=" << r.params[1].second
+      << " mode=" << r.params[2].second << " dcqcn=" << r.params[3].second << "</text>\n";
+  auto panel = [&](double y0, const char* label, double ymax) {
+    svg << "<rect x='" << L << "' y='" << y0 << "' width='" << W << "' height='" << H
+        << "' fill='none' stroke='black'/>\n";
+    svg << "<text x='" << L << "' y='" << y0 - 4 << "'>" << label << " (max " << num(ymax)
+        << ")</text>\n";
+    svg << "<text x='" << L + W - 80 << "' y='" << y0 + H + 14 << "'>t = " << num(tmax)
+        << " us</text>\n";
+  };
+  const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
+                          "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+  panel(T + 10, "queue at the bottleneck, KB", qmax);
+  svg << "<polyline fill='none' stroke='black' points='";
+  for (const Sample& x : run.samples) {
+    if (x.queue_bytes.empty()) continue;
+    svg << num(L + W * static_cast<double>(x.t) / 1e3 / tmax) << ","
+        << num(T + 10 + H - H * static_cast<double>(x.queue_bytes[0]) / 1024 / qmax) << " ";
+  }
+  svg << "'/>\n";
+  const double y1 = 2 * T + H + 30;
+  panel(y1, "throughput per flow, Gb/s", gmax);
+  for (size_t i = 0; i < nf; ++i) {
+    svg << "<polyline fill='none' stroke='" << colors[i % 10] << "' points='";
+    for (const auto& [t, g] : tput[i])
+      svg << num(L + W * t / tmax) << "," << num(y1 + H - H * g / gmax) << " ";
+    svg << "'/>\n";
+  }
+  svg << "</svg>\n";
+  return static_cast<bool>(svg);
+}
+
+}  // namespace uroce::simlab
