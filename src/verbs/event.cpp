@@ -32,9 +32,14 @@ void FdQueue<T>::sync_fd_locked() {
     uint64_t one = 1;
     if (::write(fd_, &one, sizeof one) == sizeof one) fd_ready_ = true;
   } else {
-    uint64_t value;
-    // Reading an eventfd resets it to zero; EAGAIN means it already was.
-    (void)!::read(fd_, &value, sizeof value);
+    // Reading an eventfd resets it to zero. The ABI layer hands the fd to programs and may make
+    // it blocking, and a program may have read it already, so read only if it is readable now:
+    // a read must never block while the queue's lock is held.
+    pollfd p{fd_, POLLIN, 0};
+    if (::poll(&p, 1, 0) == 1 && (p.revents & POLLIN)) {
+      uint64_t value;
+      (void)!::read(fd_, &value, sizeof value);
+    }
     fd_ready_ = false;
   }
 }

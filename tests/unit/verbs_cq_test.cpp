@@ -1,8 +1,10 @@
 // Completion queues: fixed power-of-two depth, FIFO, overrun as an async event without
 // overwriting, notification (next / solicited-only) through a completion channel's eventfd, and
 // posting and polling from different threads.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
+#include <unistd.h>
 
 #include <thread>
 #include <vector>
@@ -193,6 +195,22 @@ TEST(VerbsCq, AsyncEventQueueIsBoundedAndCountsDrops) {
   EXPECT_TRUE(fd_readable(q.fd()));
   for (size_t i = 0; i < AsyncEventQueue::kCapacity; ++i) EXPECT_TRUE(q.get().ok());
   EXPECT_FALSE(fd_readable(q.fd()));
+}
+
+// The ABI layer hands the fd to programs as a blocking fd, and a program may read it itself:
+// emptying the queue afterwards must not block on it.
+TEST(VerbsCq, EmptyingTheQueueNeverBlocksOnAnFdTheProgramAlreadyRead) {
+  AsyncEventQueue q;
+  int fl = fcntl(q.fd(), F_GETFL);
+  ASSERT_EQ(fcntl(q.fd(), F_SETFL, fl & ~O_NONBLOCK), 0);
+  AsyncEvent e;
+  ASSERT_TRUE(q.post(e));
+  uint64_t v = 0;
+  ASSERT_EQ(::read(q.fd(), &v, sizeof v), static_cast<ssize_t>(sizeof v));
+  EXPECT_TRUE(q.get().ok());  // would hang here if it read the drained fd
+  EXPECT_EQ(q.get().error(), EAGAIN);
+  ASSERT_TRUE(q.post(e));
+  EXPECT_TRUE(fd_readable(q.fd()));
 }
 
 }  // namespace
