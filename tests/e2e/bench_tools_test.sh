@@ -8,7 +8,7 @@ CLI=127.0.43.2
 PORT=18644
 
 start_server pcap timeout 60 "$UROCE" bench --server --addr $SRV --port $PORT --accept-timeout 30
-timeout 60 "$UROCE" bench --client --addr $CLI --peer $SRV --port $PORT write -s 5000 -n 20 \
+timeout 60 "$UROCE" bench --client --addr $CLI --peer $SRV --port $PORT write -s 5000 -n 20 -m 1024 \
   --pcap "$TMP/run.pcap" --stats-file "$TMP/stats.txt" --json - >"$TMP/run.json" \
   2>"$TMP/pcap.client.log" || fail "client exited with $?"
 wait "$SERVER_PID" || fail "server exited with $?"
