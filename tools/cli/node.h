@@ -83,6 +83,8 @@ class Node {
   wire::PcapWriter pcap_;
   ConnInfo remote_;
   uint32_t psn_ = 0;
+  uint64_t seen_rx_ = 0;  // pump_or_wait: link packets received at the last look
+  Nanos busy_at_ = 0;     // and when that count last moved
 };
 
 std::string gid_to_string(const Gid& gid);
