@@ -85,7 +85,7 @@ enum class WcOpcode : uint8_t {
 enum WcFlags : uint32_t {
   kWcGrh = 1u << 0,
   kWcWithImm = 1u << 1,
-  kWcWithInvalidate = 1u << 2,
+  kWcWithInvalidate = 1u << 3,  // 1 << 2 is IBV_WC_IP_CSUM_OK, which RoCE never reports
 };
 
 struct Sge {

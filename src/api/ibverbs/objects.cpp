@@ -28,8 +28,9 @@ template <typename A, typename B>
 constexpr bool same(A a, B b) {
   return static_cast<long long>(a) == static_cast<long long>(b);
 }
-// transport::kWcWithInvalidate is 1 << 2, where libibverbs has IBV_WC_IP_CSUM_OK; its
-// IBV_WC_WITH_INV is 1 << 3. to_ibv() maps that one flag explicitly.
+static_assert(same(t::kWcGrh, IBV_WC_GRH));
+static_assert(same(t::kWcWithImm, IBV_WC_WITH_IMM));
+static_assert(same(t::kWcWithInvalidate, IBV_WC_WITH_INV));
 static_assert(same(t::WrOpcode::kRdmaWrite, IBV_WR_RDMA_WRITE));
 static_assert(same(t::WrOpcode::kRdmaWriteWithImm, IBV_WR_RDMA_WRITE_WITH_IMM));
 static_assert(same(t::WrOpcode::kSend, IBV_WR_SEND));
@@ -226,8 +227,7 @@ void to_ibv(const t::Completion& c, ibv_wc* wc) {
       (c.wc_flags & t::kWcWithImm) ? htonl(c.imm_or_invalidated_rkey) : c.imm_or_invalidated_rkey;
   wc->qp_num = c.qp_num;
   wc->src_qp = c.src_qp;
-  wc->wc_flags = (c.wc_flags & (t::kWcGrh | t::kWcWithImm)) |
-                 ((c.wc_flags & t::kWcWithInvalidate) ? IBV_WC_WITH_INV : 0);
+  wc->wc_flags = c.wc_flags;
   wc->pkey_index = c.pkey_index;
   wc->slid = 0;
   wc->sl = c.sl;
