@@ -4,6 +4,7 @@
 #include <cstring>
 
 #include "transport/completer.h"
+#include "transport/congestion.h"
 #include "transport/qp_context.h"
 #include "transport/requester.h"
 #include "transport/responder.h"
@@ -73,6 +74,9 @@ class QpImpl final : public TransportQp {
       completer_.reset();
     }
     responder_.configure();
+    // UD has no connection to pace or to notify (docs/cc.md): congestion control is RC/UC only.
+    congestion_.configure(ctx_.type == QpType::kUd ? CongestionConfig{} : config.congestion,
+                          ctx_.pacer);
   }
 
   void set_state(QpState state) override {
@@ -97,7 +101,11 @@ class QpImpl final : public TransportQp {
     if (packet.ce) ++ctx_.counters.ce_marked;
     const wire::OpcodeInfo& info = wire::opcode_info(h.bth.opcode);
     if (info.kind == wire::Kind::kCnp) {
-      ++ctx_.counters.cnps_received;  // congestion control is the device's, not the QP's
+      ++ctx_.counters.cnps_received;
+      if (ctx_.type == QpType::kUd)
+        ++ctx_.counters.rx_dropped;  // a CNP names a connected QP (IBA annex A17.9.2)
+      else
+        congestion_.on_cnp(now, ctx_.pacer);
       return;
     }
     // IBA 9.6.1.1: the opcode's service must be the QP's, and (9.6.1.1.1) the P_Key must match
@@ -106,6 +114,7 @@ class QpImpl final : public TransportQp {
       ++ctx_.counters.rx_dropped;
       return;
     }
+    if (packet.ce) congestion_.on_ce(now);
     if (info.is_request())
       responder_.receive(packet, now);
     else
@@ -115,14 +124,19 @@ class QpImpl final : public TransportQp {
 
   size_t transmit(Nanos now, PacketSink& sink, size_t budget) override {
     completer_.on_timer(now);
+    congestion_.on_timer(now, ctx_.pacer);
     settle();
     size_t sent = 0;
     while (sent < budget) {
       TxPacket pkt;
-      if (responder_.build(now, pkt)) {
+      if (congestion_.take_cnp(ctx_.config.dest_qpn, ctx_.config.path, pkt, ctx_.counters)) {
+        emit(sink, pkt);  // a CNP goes first and unpaced: it is what slows the sender down
+      } else if (responder_.build(now, pkt)) {
         emit(sink, pkt);
+        if (pkt.payload_len) congestion_.on_sent(now, pkt.payload_len, ctx_.pacer);
       } else if (requester_.build(now, pkt)) {
         emit(sink, pkt);
+        congestion_.on_sent(now, pkt.payload_len, ctx_.pacer);
         completer_.on_sent(now);
         sent_any_ = true;
       } else {
@@ -137,6 +151,8 @@ class QpImpl final : public TransportQp {
   Nanos next_deadline(Nanos now) const override {
     Nanos t = std::min(responder_.ready_at(now), requester_.ready_at(now));
     if (ctx_.state != QpState::kErr) t = std::min(t, completer_.deadline());
+    if (ctx_.state != QpState::kErr && ctx_.state != QpState::kReset)
+      t = std::min(t, std::max(now, congestion_.deadline(now)));
     return t;
   }
 
@@ -213,6 +229,7 @@ class QpImpl final : public TransportQp {
   Requester requester_;
   Completer completer_;
   Responder responder_;
+  Congestion congestion_;
   bool sent_any_ = false;
 };
 
