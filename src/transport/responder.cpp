@@ -242,9 +242,7 @@ Responder::Verdict Responder::on_read(const wire::TransportHeaders& h) {
   r->sent = 0;
   // The READ uses one PSN per response packet (IBA 9.7.4.1.2).
   epsn_ += static_cast<int32_t>(r->npsn);
-  queue_response(
-      {Response::Kind::kRead, r->first_psn, {}, static_cast<uint32_t>(r - resources_.data())});
-  r->queued = true;
+  queue_resource_response(*r, r->first_psn);
   return Verdict::kResponded;
 }
 
@@ -276,9 +274,7 @@ Responder::Verdict Responder::on_atomic(const wire::TransportHeaders& h,
   r->length = 8;
   r->sent = 0;
   epsn_ += 1;
-  queue_response(
-      {Response::Kind::kAtomic, r->first_psn, {}, static_cast<uint32_t>(r - resources_.data())});
-  r->queued = true;
+  queue_resource_response(*r, r->first_psn);
   return Verdict::kResponded;
 }
 
@@ -354,22 +350,14 @@ void Responder::on_duplicate(const wire::TransportHeaders& h) {
       r->rkey = h.reth.rkey;
       r->length = len;
       r->sent = 0;  // a reply in progress restarts from the duplicate's first PSN
-      if (!r->queued) {
-        r->queued = true;
-        queue_response(
-            {Response::Kind::kRead, psn, {}, static_cast<uint32_t>(r - resources_.data())});
-      }
+      if (!r->queued) queue_resource_response(*r, psn);
       return;
     }
     case wire::Kind::kCompareSwap:
     case wire::Kind::kFetchAdd:
       for (Resource& c : resources_) {
         if (c.kind == Resource::Kind::kAtomic && c.first_psn == psn) {
-          if (!c.queued) {
-            c.queued = true;
-            queue_response(
-                {Response::Kind::kAtomic, psn, {}, static_cast<uint32_t>(&c - resources_.data())});
-          }
+          if (!c.queued) queue_resource_response(c, psn);
           return;
         }
       }
@@ -489,8 +477,34 @@ Responder::Resource* Responder::alloc_resource() {
       best = &r;
     if (best->kind == Resource::Kind::kFree) break;
   }
-  if (best != nullptr) best->age = ++resource_clock_;
+  if (best == nullptr) {
+    // Every resource has a response queued. One that is only replaying an answer already sent
+    // whole belongs to a request the requester has since completed (it keeps at most
+    // max_rd_atomic outstanding and completes them in order), so the oldest such replay gives
+    // way to the new request, as a NIC reuses its oldest resource. Without this, a requester that
+    // timed out and resent its READs would be NAKed for the new READ it posts once the original
+    // answers arrive. A resource still sending its first answer is never taken.
+    for (Resource& r : resources_)
+      if (r.answered && (best == nullptr || r.age < best->age)) best = &r;
+    if (best == nullptr) return nullptr;
+    ++best->generation;  // its queued replay is skipped when it reaches the head
+    best->queued = false;
+    ++ctx_.counters.responses_dropped;
+  }
+  best->age = ++resource_clock_;
+  best->answered = false;
   return best;
+}
+
+void Responder::queue_resource_response(Resource& r, Psn psn) {
+  const auto kind =
+      r.kind == Resource::Kind::kAtomic ? Response::Kind::kAtomic : Response::Kind::kRead;
+  r.queued = true;
+  queue_response({kind, psn, {}, static_cast<uint32_t>(&r - resources_.data()), r.generation});
+}
+
+bool Responder::stale(const Response& r) const {
+  return r.kind != Response::Kind::kAck && resources_[r.resource].generation != r.generation;
 }
 
 // ---- Responses -------------------------------------------------------------------------------
@@ -524,12 +538,14 @@ void Responder::queue_nak(Psn psn, wire::Aeth aeth) {
 Nanos Responder::ready_at(Nanos now) const {
   if (resp_head_ == resp_tail_) return kNever;
   const Response& r = responses_[resp_head_ % responses_.size()];
-  if (r.kind != Response::Kind::kRead) return now;
+  if (r.kind != Response::Kind::kRead || stale(r)) return now;
   if (ctx_.pacer.may_send(now, ctx_.mtu(), 0)) return now;
   return std::max(now, ctx_.pacer.next_send_time(now, ctx_.mtu()));
 }
 
 bool Responder::build(Nanos now, TxPacket& out) {
+  while (resp_head_ != resp_tail_ && stale(responses_[resp_head_ % responses_.size()]))
+    ++resp_head_;
   if (resp_head_ == resp_tail_) return false;
   Response& r = responses_[resp_head_ % responses_.size()];
   wire::TransportHeaders h;
@@ -551,6 +567,7 @@ bool Responder::build(Nanos now, TxPacket& out) {
       h.aeth = wire::Aeth::ack(res.msn);
       h.atomic_ack.original = res.original;
       res.queued = false;
+      res.answered = true;
       ++resp_head_;
       break;
     }
@@ -585,6 +602,7 @@ bool Responder::build(Nanos now, TxPacket& out) {
       ctx_.pacer.on_sent(now, len);
       if (++res.sent == res.reply_npsn) {
         res.queued = false;
+        res.answered = true;
         ++resp_head_;
       }
       break;

@@ -49,7 +49,9 @@ class Responder {
     uint32_t msn = 0;
     uint64_t original = 0;  // atomic result, replayed for duplicates
     uint64_t age = 0;
-    bool queued = false;  // has an entry in the response queue
+    bool queued = false;      // has an entry in the response queue
+    bool answered = false;    // its first response went out whole: what is queued is a replay
+    uint32_t generation = 0;  // bumped when the slot is taken over; stale queue entries skip
     // The READ response being sent: the whole READ, or the tail a duplicate asked for.
     Psn reply_psn;
     uint32_t reply_npsn = 0;
@@ -63,12 +65,15 @@ class Responder {
     Psn psn;
     wire::Aeth aeth;
     uint32_t resource = 0;
+    uint32_t generation = 0;  // of the resource when queued
   };
 
   void receive_rc(const RxPacket& pkt, Nanos now);
   void receive_uc(const RxPacket& pkt);
   void receive_ud(const RxPacket& pkt);
   void on_duplicate(const wire::TransportHeaders& h);
+  void queue_resource_response(Resource& r, Psn psn);
+  bool stale(const Response& r) const;
   Verdict check_op_sequence(const wire::OpcodeInfo& info) const;
   Verdict check_length(const wire::OpcodeInfo& info, size_t payload) const;
   Verdict execute(const wire::TransportHeaders& h, const wire::OpcodeInfo& info,

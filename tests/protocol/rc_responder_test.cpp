@@ -314,6 +314,28 @@ TEST_F(Responder, MoreReadsThanResponderResourcesIsInvalidRequest) {
   expect_nak(out[2], kEpsn + 2, wire::NakCode::kInvalidRequest);
 }
 
+// A requester that timed out resends its outstanding READs; the original answers arrive, it
+// completes them and posts a new READ while the responder is still queued to replay the
+// duplicates. The new READ takes the oldest replaying resource instead of being NAKed, and the
+// abandoned replay never goes out (found by `uroce bench read` with a short ACK timeout).
+TEST_F(Responder, NewReadTakesOverAResourceThatIsOnlyReplaying) {
+  target->data = pattern(4096, 3);
+  feed(read(kEpsn, target->va, 8));
+  feed(read(kEpsn + 1, target->va + 8, 8));
+  ASSERT_EQ(drain().size(), 2u);
+  feed(read(kEpsn, target->va, 8));          // duplicates, replies queued, not yet sent
+  feed(read(kEpsn + 1, target->va + 8, 8));
+  feed(read(kEpsn + 2, target->va + 16, 8));  // new: both resources are only replaying
+  auto out = drain();
+  ASSERT_EQ(out.size(), 2u);
+  EXPECT_EQ(out[0].opcode(), op::kRcReadResponseOnly);  // replay of kEpsn + 1 still goes out
+  EXPECT_EQ(out[0].psn(), kEpsn + 1);
+  EXPECT_EQ(out[1].opcode(), op::kRcReadResponseOnly);
+  EXPECT_EQ(out[1].psn(), kEpsn + 2);
+  EXPECT_TRUE(std::equal(out[1].payload.begin(), out[1].payload.end(), target->data.begin() + 16));
+  EXPECT_EQ(r.qp->state(), QpState::kRtr);  // no error
+}
+
 TEST_F(Responder, SendWithInvalidateInvalidatesAndReportsTheKey) {
   ASSERT_EQ(r.post_recv(1, *rbuf, 64), 0);
   auto& victim = r.memory.add(64, kAccessRemoteWrite);
