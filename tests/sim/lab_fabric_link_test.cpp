@@ -37,5 +37,33 @@ TEST(LabFabricLink, TwoDevicesMoveVerifiedWrites) {
   EXPECT_EQ(r.link_tx_errors, 0u);
 }
 
+TEST(LabFabricLink, CeMarkingBottleneckSlowsTheSenders) {
+  WorldConfig cfg;
+  cfg.cc.algorithm = transport::CcAlgorithm::kDcqcnMlx5;
+  fabric::TopologySpec t = dumbbell(2, 1, 40'000'000'000);  // 2 x 100G into a 40G link
+  t.sw.ecn.kmin_bytes = 20 * 1024;
+  t.sw.ecn.kmax_bytes = 200 * 1024;
+  t.sw.ecn.pmax = 0.2;
+  auto w = World::create(cfg, t);
+  ASSERT_TRUE(w.ok()) << w.error();
+  World& world = **w;
+  world.add_flow({0, 2, 1 << 20, 0});
+  world.add_flow({1, 2, 1 << 20, 0});
+  const RunResult r = world.run();
+  ASSERT_TRUE(r.ok) << r.failure;
+  EXPECT_GT(r.fabric.ecn_marked, 0u);
+  for (size_t i = 0; i < 2; ++i) {
+    const FlowResult& f = r.flows[i];
+    EXPECT_TRUE(f.verified);
+    EXPECT_GT(f.receiver.ce_marked, 0u);
+    EXPECT_GT(f.receiver.cnps_sent, 0u);
+    EXPECT_EQ(f.sender.cnps_received, f.receiver.cnps_sent) << "CNPs go strict priority, unlost";
+    uint64_t lowest = ~uint64_t{0};
+    for (const Sample& s : r.samples) lowest = std::min(lowest, s.rate_bps[i]);
+    // The first cut alone halves the rate; the 40 Gb/s link needs more than that.
+    EXPECT_LT(lowest, 50'000'000'000u) << "flow " << i;
+  }
+}
+
 }  // namespace
 }  // namespace uroce::simlab

@@ -219,6 +219,9 @@ ExperimentResult run_victim(const ExperimentParams& p) {
   const uint32_t left_senders = p.senders / 2, right_senders = p.senders - left_senders;
   t.left = left_senders + 1;    // + the victim's sender
   t.right = right_senders + 2;  // + the incast receiver and the victim's receiver
+  // The shared link has room for every left sender at line rate, so the only congestion is at
+  // the receiver's port: whatever slows the victim is pause spreading, not its own bottleneck.
+  t.bottleneck_bps = p.rate_bps * (left_senders + 1);
   auto w = make_world(p, t);
   if (!w) {
     r.ok = false;

@@ -1,0 +1,105 @@
+// The fabric experiments on small, fast configurations: each asserts the direction of the effect
+// the experiment is about (docs/experiments.md), and that every byte of every flow verified.
+#include <gtest/gtest.h>
+
+#include "sim/experiments.h"
+
+namespace uroce::simlab {
+namespace {
+
+ExperimentParams small(Mode mode) {
+  ExperimentParams p;
+  p.mode = mode;
+  p.dcqcn = transport::CcAlgorithm::kDcqcnMlx5;
+  return p;
+}
+
+void expect_clean(const ExperimentResult& r) {
+  EXPECT_TRUE(r.ok) << r.name << ": " << r.failure;
+  EXPECT_EQ(r.number("flows_verified"), static_cast<double>(r.run.flows.size())) << r.name;
+}
+
+TEST(LabExperiments, IncastDcqcnCutsPausesAndQueue) {
+  ExperimentParams p = small(Mode::kPfc);
+  p.senders = 8;
+  // 1 MiB each: at much less the start-up burst (every sender at line rate until its first CNP)
+  // is all there is, and it pauses under either scheme.
+  p.flow_bytes = 1 << 20;
+  const ExperimentResult pfc = run_incast(p);
+  p.mode = Mode::kPfcDcqcn;
+  const ExperimentResult both = run_incast(p);
+  p.mode = Mode::kDcqcnNoPfc;
+  const ExperimentResult lossy = run_incast(p);
+  expect_clean(pfc);
+  expect_clean(both);
+  expect_clean(lossy);
+  // PFC alone keeps the queue at the pause threshold and pauses; DCQCN answers the marks.
+  EXPECT_GT(pfc.number("pause_frames"), 0);
+  EXPECT_LE(both.number("pause_frames"), pfc.number("pause_frames") / 2);
+  EXPECT_LT(both.number("queue_avg_bytes"), pfc.number("queue_avg_bytes"));
+  EXPECT_GT(both.number("cnps_received"), 0);
+  EXPECT_EQ(pfc.number("cnps_sent"), 0);
+  EXPECT_EQ(pfc.number("drops"), 0);
+  EXPECT_EQ(both.number("drops"), 0);
+  // Without PFC nothing pauses; any drop is recovered (the data verified above).
+  EXPECT_EQ(lossy.number("pause_frames"), 0);
+  // PFC alone is work-conserving: the last flow ends within 25% of N*S/C.
+  EXPECT_LT(pfc.number("last_over_ideal"), 1.25);
+  EXPECT_GE(pfc.number("last_over_ideal"), 1.0);
+}
+
+TEST(LabExperiments, ParkingLotPfcIsUnfairDcqcnIsFairer) {
+  ExperimentParams p = small(Mode::kPfc);
+  p.flow_bytes = 1 << 20;
+  const ExperimentResult pfc = run_parking_lot(p);
+  p.mode = Mode::kPfcDcqcn;
+  const ExperimentResult dcqcn = run_parking_lot(p);
+  expect_clean(pfc);
+  expect_clean(dcqcn);
+  // PFC alone: the receiver's port serves its two ingress ports alike, ~25/25/50.
+  EXPECT_NEAR(pfc.number("share_0"), 0.25, 0.05);
+  EXPECT_NEAR(pfc.number("share_1"), 0.25, 0.05);
+  EXPECT_NEAR(pfc.number("share_2"), 0.50, 0.05);
+  EXPECT_GT(dcqcn.number("jain"), pfc.number("jain"));
+}
+
+TEST(LabExperiments, VictimFlowIsFreedByDcqcn) {
+  ExperimentParams p = small(Mode::kPfc);
+  // Long enough flows that the start-up burst (every sender at line rate before the first CNP)
+  // does not dominate.
+  p.senders = 4;
+  p.flow_bytes = 2 << 20;
+  const ExperimentResult pfc = run_victim(p);
+  p.mode = Mode::kPfcDcqcn;
+  const ExperimentResult dcqcn = run_victim(p);
+  expect_clean(pfc);
+  expect_clean(dcqcn);
+  EXPECT_GT(dcqcn.number("victim_gbps"), pfc.number("victim_gbps"));
+}
+
+TEST(LabExperiments, LossCostsGoBackNGoodput) {
+  ExperimentParams p = small(Mode::kPfc);
+  p.flow_bytes = 1 << 20;
+  double last = 1e9;
+  for (double loss : {0.0, 1e-3, 1e-2}) {
+    p.loss = loss;
+    const ExperimentResult r = run_loss(p);
+    expect_clean(r);
+    EXPECT_LT(r.number("goodput_gbps"), last) << "loss " << loss;
+    last = r.number("goodput_gbps");
+    if (loss == 0) {
+      EXPECT_EQ(r.number("retransmitted_packets"), 0);
+    }
+  }
+}
+
+TEST(LabExperiments, SameSeedSameRun) {
+  ExperimentParams p = small(Mode::kPfcDcqcn);
+  p.senders = 4;
+  p.flow_bytes = 128 * 1024;
+  const ExperimentResult a = run_incast(p), b = run_incast(p);
+  EXPECT_EQ(a.summary, b.summary);
+}
+
+}  // namespace
+}  // namespace uroce::simlab
