@@ -2,7 +2,11 @@
 //   uroce devices           the addresses uroce can run a device on, with their GIDs
 //   uroce bench ...         perftest's RC tests over uroce (see `uroce bench --help`)
 //   uroce stat FILE         the counters a bench run wrote with --stats-file
+#include <arpa/inet.h>
+
 #include <CLI/CLI.hpp>
+#include <array>
+#include <cstring>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -10,6 +14,7 @@
 #include "cli/bench.h"
 #include "cli/commands.h"
 #include "core/sizes.h"
+#include "link/interface_mtu.h"
 
 namespace uroce::tools {
 namespace {
@@ -22,8 +27,9 @@ struct BenchCli {
   std::string min_size = "2", max_size = "8M";
   uint64_t iterations = 0;
   double duration_s = 0;
-  // perftest's default MTU is the port's active MTU: 4096 for uroce (4x fewer packets than 1024).
-  uint32_t mtu = 4096, depth = 128;
+  // 0: the port's active MTU, as perftest defaults: 4096 on loopback (4x fewer packets than
+  // 1024), 1024 on 1500-byte Ethernet, where 4096-byte datagrams with DF set could not pass.
+  uint32_t mtu = 0, depth = 128;
   unsigned timeout = 14, retry_cnt = 7, rnr_retry = 7;
 };
 
@@ -48,7 +54,8 @@ void add_bench(CLI::App& app, BenchCli& b) {
   c->add_option("--max-size", b.max_size, "largest size of the sweep (default 8M)");
   c->add_option("-n,--iters", b.iterations, "iterations per size (default 1000)");
   c->add_option("-D,--duration", b.duration_s, "seconds per size instead of --iters");
-  c->add_option("-m,--mtu", b.mtu, "path MTU")->check(CLI::IsMember({256, 512, 1024, 2048, 4096}));
+  c->add_option("-m,--mtu", b.mtu, "path MTU (default: what the local address's interface carries)")
+      ->check(CLI::IsMember({256, 512, 1024, 2048, 4096}));
   c->add_option("-t,--depth", b.depth, "send queue depth (outstanding requests)")
       ->check(CLI::Range(1, 4096));
   c->add_option("--timeout", b.timeout, "local ACK timeout exponent: 4.096 us * 2^N")
@@ -68,6 +75,19 @@ void add_bench(CLI::App& app, BenchCli& b) {
       ->default_val(30);
 }
 
+uint32_t active_mtu(const std::string& address) {
+  Gid gid{};
+  in_addr v4;
+  if (inet_pton(AF_INET, address.c_str(), &v4) == 1) {
+    std::array<uint8_t, 4> a;
+    std::memcpy(a.data(), &v4, 4);
+    gid = gid_from_ipv4(a);
+  } else if (inet_pton(AF_INET6, address.c_str(), gid.data()) != 1) {
+    return link::kDefaultRoceMtu;  // the bench reports the bad address itself
+  }
+  return link::roce_mtu_for(gid);
+}
+
 int run_bench(BenchCli& b) {
   BenchParams& p = b.o.params;
   p.test = b.test == "read"     ? BenchTest::kRead
@@ -76,7 +96,7 @@ int run_bench(BenchCli& b) {
                                 : BenchTest::kWrite;
   p.mode = b.lat ? BenchMode::kLatency : BenchMode::kBandwidth;
   p.verify = !b.no_verify;
-  p.mtu = b.mtu;
+  p.mtu = b.mtu ? b.mtu : active_mtu(b.o.address);
   p.depth = b.depth;
   p.iterations = b.iterations ? b.iterations : 1000;
   p.duration_ms = static_cast<uint32_t>(b.duration_s * 1000);

@@ -1,7 +1,6 @@
 // Devices, contexts and the ibv_query_* family.
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <ifaddrs.h>
 #include <net/if.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -17,6 +16,7 @@
 
 #include "api/ibverbs/abi.h"
 #include "api/ibverbs/context_state.h"
+#include "link/interface_mtu.h"
 
 // The header turns these names into macros or inline wrappers; the exported functions are the
 // targets of those wrappers and need the plain names.
@@ -34,45 +34,15 @@ std::vector<std::unique_ptr<Device>> registry;
 
 constexpr const char* kSysfsPrefix = "/uroce/class/infiniband/";
 
-// Largest IB MTU whose RoCEv2 packet (IPv4/IPv6 + UDP + BTH + RETH + ICRC) fits the interface
-// MTU of the device's address; 1024 if the interface cannot be found (the usual Ethernet answer).
+// The port's active MTU: what the interface serving the device's address can carry.
 ibv_mtu mtu_for(const DeviceConfig& cfg) {
-  int if_mtu = 0;
-  ifaddrs* list = nullptr;
-  if (getifaddrs(&list) == 0) {
-    for (ifaddrs* i = list; i; i = i->ifa_next) {
-      if (!i->ifa_addr) continue;
-      bool match = false;
-      if (i->ifa_addr->sa_family == AF_INET && cfg.ipv4 && i->ifa_netmask) {
-        // In the interface's subnet: 127.0.0.2 is served by lo although only 127.0.0.1/8 is
-        // assigned to it.
-        uint32_t want, have, mask;
-        std::memcpy(&want, cfg.gid.data() + 12, 4);
-        have = reinterpret_cast<sockaddr_in*>(i->ifa_addr)->sin_addr.s_addr;
-        mask = reinterpret_cast<sockaddr_in*>(i->ifa_netmask)->sin_addr.s_addr;
-        match = (want & mask) == (have & mask);
-      } else if (i->ifa_addr->sa_family == AF_INET6 && !cfg.ipv4) {
-        match = std::memcmp(&reinterpret_cast<sockaddr_in6*>(i->ifa_addr)->sin6_addr,
-                            cfg.gid.data(), 16) == 0;
-      }
-      if (!match) continue;
-      int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-      if (fd >= 0) {
-        ifreq req{};
-        std::snprintf(req.ifr_name, sizeof req.ifr_name, "%s", i->ifa_name);
-        if (ioctl(fd, SIOCGIFMTU, &req) == 0) if_mtu = req.ifr_mtu;
-        close(fd);
-      }
-      break;
-    }
-    freeifaddrs(list);
+  switch (link::roce_mtu_for(cfg.gid)) {
+    case 4096: return IBV_MTU_4096;
+    case 2048: return IBV_MTU_2048;
+    case 1024: return IBV_MTU_1024;
+    case 512: return IBV_MTU_512;
+    default: return IBV_MTU_256;
   }
-  if (if_mtu == 0) return IBV_MTU_1024;
-  const int overhead = (cfg.ipv4 ? 20 : 40) + 8 + 12 + 16 + 4;
-  for (int m = 4096, e = IBV_MTU_4096; m >= 256; m /= 2, --e) {
-    if (m + overhead <= if_mtu) return static_cast<ibv_mtu>(e);
-  }
-  return IBV_MTU_256;
 }
 
 // A GUID built from the address (like a NIC's EUI-64 from its MAC): stable across runs and
