@@ -1,22 +1,37 @@
 #!/usr/bin/env bash
-# Builds uroce twice and runs every test in each build:
-#   build/release: optimised, warnings as errors;
-#   build/asan:    AddressSanitizer + UndefinedBehaviorSanitizer;
+# Builds uroce and runs its tests:
+#   build/release: optimised, warnings as errors: every test, end-to-end ones included;
+#   build/asan:    AddressSanitizer + UndefinedBehaviorSanitizer: every test but those labelled
+#                  `slow` (long end-to-end runs of perftest and namespaces, timing-bound under ASan);
+#   build/tsan:    ThreadSanitizer over the threaded parts (CQ, MR deregistration against a progress
+#                  pass, the progress engine, the out-of-band exchange);
 # then fuzzes the wire parsers for 30 s (scripts/fuzz-smoke.sh, build/fuzz).
 # Usage: scripts/test.sh [--quick]   (--quick: the release build only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
-run_build() {
-  local dir=$1; shift
+configure_and_build() {
+  local dir=$1 target=$2; shift 2
   cmake -S . -B "$dir" -G Ninja -DUROCE_WERROR=ON "$@" >/dev/null
-  ninja -C "$dir" -j "$jobs"
-  ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 600
+  ninja -C "$dir" -j "$jobs" $target
 }
-run_build build/release -DCMAKE_BUILD_TYPE=RelWithDebInfo
-if [[ "${1:-}" != "--quick" ]]; then
-  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=detect_leaks=1 \
-    run_build build/asan -DCMAKE_BUILD_TYPE=Debug -DUROCE_SANITIZE=address,undefined -DUROCE_BENCH=OFF
-  # A bounded libFuzzer run of the wire parsers (clang-14, its own build dir, ~30 s).
-  scripts/fuzz-smoke.sh 30
-fi
+run_tests() {
+  local dir=$1; shift
+  ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 600 "$@"
+}
+configure_and_build build/release all -DCMAKE_BUILD_TYPE=RelWithDebInfo
+run_tests build/release
+[[ "${1:-}" == "--quick" ]] && exit 0
+
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=detect_leaks=1
+configure_and_build build/asan all -DCMAKE_BUILD_TYPE=Debug -DUROCE_SANITIZE=address,undefined \
+  -DUROCE_BENCH=OFF
+run_tests build/asan -LE slow
+
+configure_and_build build/tsan uroce_unit_tests -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DUROCE_SANITIZE=thread -DUROCE_BENCH=OFF
+TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/uroce_unit_tests \
+  --gtest_filter='VerbsCq.*:VerbsMr.*:UdpLinkProgress*:*ProgressEngine*:BenchOob.*'
+
+# A bounded libFuzzer run of the wire parsers (clang-14, its own build dir, ~30 s).
+scripts/fuzz-smoke.sh 30
