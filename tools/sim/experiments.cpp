@@ -305,7 +305,10 @@ ExperimentResult run_convergence(const ExperimentParams& p) {
   }
   World& world = **w;
   const fabric::HostId rx = p.flows;
-  world.watch_port(world.port_to_host(rx));
+  // The bottleneck is the left switch's port onto the shared link (all flows come from the left).
+  fabric::SwitchFabric& fab = world.fabric();
+  const fabric::NodeId left = fab.port_node(fab.peer(fab.host_port(0)));
+  world.watch_port(fab.routes(left, rx).at(0));
   for (uint32_t i = 0; i < p.flows; ++i)
     world.add_flow({i, rx, p.flow_bytes, static_cast<Nanos>(i) * p.stagger_ns});
   r.run = world.run();
