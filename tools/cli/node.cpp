@@ -132,6 +132,7 @@ std::unique_ptr<Node> Node::open(const NodeOptions& options, std::string& error)
   verbs::DeviceConfig dc;
   dc.name = "uroce0";
   dc.port.active_mtu = verbs::Mtu::k4096;
+  dc.transmit_before_receive = true;  // a real-time link: posts leave before the next receive
   // The transport engines themselves (verbs' default factory may be empty in test builds).
   dc.transport_factory = [](verbs::QpType type, uint32_t qpn, const verbs::QpCapabilities& caps,
                             transport::MemoryAccess& memory, transport::CompletionSink& send_cq,
