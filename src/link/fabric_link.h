@@ -10,15 +10,13 @@
 
 #include "common/result.h"
 #include "fabric/switch_fabric.h"
+#include "link/ip_packet_io.h"
 #include "link/link.h"
 
 namespace uroce::link {
 
 class FabricLink final : public Link, public fabric::HostReceiver {
  public:
-  // Same bound as SimLink: IPv6 header, UDP, 64 bytes of transport headers, a 4096-byte payload,
-  // pad and ICRC.
-  static constexpr uint32_t kMaxIpPacketBytes = 40 + 8 + 64 + 4096 + 3 + 4;
   static constexpr size_t kDefaultInboxPackets = 4096;
 
   // Attaches to host `host` of a finalized `fabric`, whose address is `local` (topology's
@@ -50,8 +48,6 @@ class FabricLink final : public Link, public fabric::HostReceiver {
  private:
   FabricLink(fabric::SwitchFabric& fabric, fabric::HostId host, const Gid& local, size_t inbox)
       : fabric_(fabric), host_(host), local_(local), inbox_(inbox) {}
-  uint32_t build(const wire::TxPacket& packet);
-  void receive_one(std::span<const uint8_t> bytes, const RxHandler& handler);
 
   fabric::SwitchFabric& fabric_;
   fabric::HostId host_;

@@ -8,16 +8,13 @@
 
 #include "common/result.h"
 #include "fabric/lossy_network.h"
+#include "link/ip_packet_io.h"
 #include "link/link.h"
 
 namespace uroce::link {
 
 class SimLink final : public Link {
  public:
-  // Largest IP packet it builds: an IPv6 header, UDP, 64 bytes of transport headers, a 4096-byte
-  // payload (the largest path MTU), pad and ICRC.
-  static constexpr uint32_t kMaxIpPacketBytes = 40 + 8 + 64 + 4096 + 3 + 4;
-
   // Attaches to `network` at `local` (IPv4-mapped GID for IPv4, else IPv6). Fails with the
   // network's errno (EEXIST, ENOSPC).
   static Result<std::unique_ptr<SimLink>> create(fabric::LossyNetwork& network, const Gid& local);
@@ -38,9 +35,6 @@ class SimLink final : public Link {
  private:
   SimLink(fabric::LossyNetwork& network, const Gid& local, fabric::EndpointId ep)
       : network_(network), local_(local), endpoint_(ep) {}
-  // Writes IP/UDP/transport headers, payload, pad and ICRC into buf_; returns the length or 0.
-  uint32_t build(const wire::TxPacket& packet);
-  void receive_one(std::span<const uint8_t> bytes, const RxHandler& handler);
 
   fabric::LossyNetwork& network_;
   Gid local_;

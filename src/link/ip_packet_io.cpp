@@ -1,0 +1,112 @@
+#include "link/ip_packet_io.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/bytes.h"
+#include "wire/packet.h"
+
+namespace uroce::link {
+
+uint32_t build_ip_packet(const wire::TxPacket& pkt, const Gid& local, std::span<uint8_t> buf) {
+  if (pkt.dest == nullptr || pkt.header_len > pkt.header.size() ||
+      pkt.payload_parts > wire::kMaxGather || pkt.pad > 3)
+    return 0;
+  const wire::AddressVector& av = *pkt.dest;
+  const bool v4 = gid_is_ipv4(local);
+  if (v4 != gid_is_ipv4(av.dgid)) return 0;
+  const uint32_t ip_len = v4 ? wire::kIpv4Bytes : wire::kIpv6Bytes;
+  const size_t udp_len =
+      size_t{wire::kUdpBytes} + pkt.header_len + pkt.payload_len + pkt.pad + wire::kIcrcBytes;
+  const size_t total = ip_len + udp_len;
+  if (total > buf.size()) return 0;
+  const std::span<uint8_t> out = buf.first(total);
+  // The transport says only whether the packet is ECN-capable; switches may mark it CE later.
+  const wire::Ecn ecn = pkt.ect ? wire::Ecn::kEct0 : wire::Ecn::kNotEct;
+  if (v4) {
+    wire::Ipv4 ip;
+    ip.dscp = av.traffic_class >> 2;
+    ip.ecn = ecn;
+    ip.total_length = static_cast<uint16_t>(total);
+    ip.ttl = av.hop_limit;
+    std::copy_n(local.begin() + 12, 4, ip.src.begin());
+    std::copy_n(av.dgid.begin() + 12, 4, ip.dst.begin());
+    wire::write_ipv4(ip, out);
+  } else {
+    wire::Ipv6 ip;
+    ip.dscp = av.traffic_class >> 2;
+    ip.ecn = ecn;
+    ip.flow_label = av.flow_label;
+    ip.payload_length = static_cast<uint16_t>(udp_len);
+    ip.hop_limit = av.hop_limit;
+    ip.src = local;
+    ip.dst = av.dgid;
+    wire::write_ipv6(ip, out);
+  }
+  // RoCEv2 sends a zero UDP checksum (IBA annex A17.4.2); the ICRC protects the payload.
+  wire::write_udp(wire::Udp{av.udp_src_port, wire::kRoceV2Port, static_cast<uint16_t>(udp_len), 0},
+                  out.subspan(ip_len));
+  uint8_t* p = out.data() + ip_len + wire::kUdpBytes;
+  std::memcpy(p, pkt.header.data(), pkt.header_len);
+  p += pkt.header_len;
+  size_t gathered = 0;
+  for (uint32_t i = 0; i < pkt.payload_parts; ++i) {
+    const auto part = pkt.payload[i];
+    if (gathered + part.size() > pkt.payload_len) return 0;
+    if (!part.empty()) std::memcpy(p + gathered, part.data(), part.size());
+    gathered += part.size();
+  }
+  if (gathered != pkt.payload_len) return 0;
+  std::memset(p + gathered, 0, pkt.pad);
+  const size_t icrc_at = total - wire::kIcrcBytes;
+  wire::store_icrc(out.data() + icrc_at, wire::compute_icrc(out.first(icrc_at)));
+  return static_cast<uint32_t>(total);
+}
+
+RxVerdict receive_ip_packet(std::span<const uint8_t> bytes, const Gid& local,
+                            LinkCounters& counters, const RxHandler& handler) {
+  if (bytes.size() >= wire::kIpv4Bytes && (bytes[0] >> 4) == 4 &&
+      wire::ipv4_header_checksum(bytes.first<wire::kIpv4Bytes>()) != load_be16(&bytes[10])) {
+    ++counters.rx_drop_malformed;
+    return RxVerdict::kBadIpChecksum;
+  }
+  auto parsed = wire::parse_ip_packet(bytes);
+  if (!parsed) {
+    switch (parsed.error()) {
+      case wire::ParseError::kBadIcrc:
+        ++counters.rx_drop_bad_icrc;
+        return RxVerdict::kBadIcrc;
+      case wire::ParseError::kNotRoce:
+        ++counters.rx_drop_not_roce;
+        return RxVerdict::kNotRoce;
+      default:
+        ++counters.rx_drop_malformed;
+        return RxVerdict::kMalformed;
+    }
+  }
+  const wire::RocePacket& pkt = *parsed;
+  wire::RxPacket rx;
+  if (pkt.ipv4) {
+    rx.sgid = gid_from_ipv4(pkt.ipv4->src);
+    rx.dgid = gid_from_ipv4(pkt.ipv4->dst);
+    rx.ce = pkt.ipv4->ecn == wire::Ecn::kCe;
+  } else {
+    rx.sgid = pkt.ipv6->src;
+    rx.dgid = pkt.ipv6->dst;
+    rx.ce = pkt.ipv6->ecn == wire::Ecn::kCe;
+  }
+  if (rx.dgid != local) {
+    ++counters.rx_drop_not_roce;  // not addressed to us: a host would not hand it to RoCE
+    return RxVerdict::kNotRoce;
+  }
+  rx.hdr = &pkt.transport.hdr;
+  rx.payload = pkt.transport.payload;
+  rx.udp_src_port = pkt.udp.src_port;
+  ++counters.rx_packets;
+  counters.rx_bytes += bytes.size();
+  if (rx.ce) ++counters.rx_ce_marked;
+  handler(rx);
+  return RxVerdict::kDelivered;
+}
+
+}  // namespace uroce::link

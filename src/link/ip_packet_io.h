@@ -1,0 +1,31 @@
+#pragma once
+// What every link that carries whole IP packets does (the simulated lossy network and the switched
+// fabric; the UDP link rebuilds headers the kernel writes instead): serialise a TxPacket into a
+// RoCEv2 IP packet, and check, parse and count an arriving one before handing it up.
+#include <cstdint>
+#include <span>
+
+#include "common/types.h"
+#include "link/link.h"
+#include "wire/packet_io.h"
+
+namespace uroce::link {
+
+// Largest IP packet a link builds: an IPv6 header, UDP, 64 bytes of transport headers, a 4096-byte
+// payload (the largest path MTU), pad and ICRC.
+inline constexpr uint32_t kMaxIpPacketBytes = 40 + 8 + 64 + 4096 + 3 + 4;
+
+// Writes IP (from `local`, DSCP and hop limit from the destination, ECT(0) if the transport asks),
+// UDP, transport headers, gathered payload, pad and ICRC into `out`. Returns the length, or 0 if
+// the packet can't be built: no destination, IPv4/IPv6 mismatch, too big, inconsistent gather list.
+uint32_t build_ip_packet(const wire::TxPacket& packet, const Gid& local, std::span<uint8_t> out);
+
+enum class RxVerdict : uint8_t { kDelivered, kBadIpChecksum, kBadIcrc, kNotRoce, kMalformed };
+
+// Checks the IPv4 header checksum (it covers what the ICRC masks, RFC 791), parses and checks the
+// ICRC, drops what is not addressed to `local`, counts into `counters`, and calls `handler` for a
+// good packet.
+RxVerdict receive_ip_packet(std::span<const uint8_t> bytes, const Gid& local,
+                            LinkCounters& counters, const RxHandler& handler);
+
+}  // namespace uroce::link
