@@ -9,9 +9,10 @@ PORT=18642
 for test in write read; do
   start_server $test timeout 60 "$UROCE" bench --server --addr $SRV --port $PORT \
     --accept-timeout 30
-  # Timeout exponent 10: 4.096 us * 2^10 = 4.2 ms per try; 3 retries.
+  # Timeout exponent 14: 4.096 us * 2^14 = 67 ms per try, 3 retries: long enough that a loaded
+  # machine does not give up before the kill, short enough to fail fast after it.
   timeout 60 "$UROCE" bench --client --addr $CLI --peer $SRV --port $PORT $test -s 64K \
-    -D 30 --timeout 10 --retry-cnt 3 >"$TMP/$test.client.log" 2>&1 &
+    -D 30 --timeout 14 --retry-cnt 3 >"$TMP/$test.client.log" 2>&1 &
   client=$!
   PIDS+=("$client")
   sleep 2

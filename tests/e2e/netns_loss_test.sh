@@ -62,7 +62,7 @@ run() {
   start_server "$name" ip netns exec "$NS_B" timeout 200 "$UROCE" bench --server --addr $B \
     --port $PORT --accept-timeout 60
   ip netns exec "$NS_A" timeout 200 "$UROCE" bench --client --addr $A --peer $B --port $PORT \
-    --timeout 8 --json "$TMP/$name.json" "$@" >"$TMP/$name.client.log" 2>&1 ||
+    --timeout 12 --json "$TMP/$name.json" "$@" >"$TMP/$name.client.log" 2>&1 ||
     fail "$name: client exited with $?"
   wait "$SERVER_PID" || fail "$name: server exited with $?"
   # Recovery shows in the counters: requests resent after a NAK or timeout, or duplicates the
@@ -86,7 +86,7 @@ for loss in 10 50; do
   run "write_loss$loss" write -s 4K,64K,1M -n 40
   run "read_loss$loss" read -s 4K,64K,1M -n 40
   run "send_loss$loss" send -s 0,4K,64K,1M -n 40
-  run "atomic_loss$loss" atomic -n 500
+  run "atomic_loss$loss" atomic -n 3000
   echo "loss $loss/1000: the kernel dropped $(dropped) RoCE packets"
   (($(dropped) > 0)) || fail "nftables dropped nothing at $loss/1000"
 done
