@@ -29,6 +29,12 @@ struct QpCapabilities {
   uint32_t max_inline_data = 256;
 };
 
+// How an RC requester and responder recover lost packets. Go-back-N is IBA 9.7.5.1 and talks to
+// any RoCE peer; selective repeat (in the spirit of IRN, SIGCOMM 2018) needs it on both ends: the
+// responder keeps out-of-order packets and names the PSN it misses, the requester resends only
+// that.
+enum class LossRecovery : uint8_t { kGoBackN, kSelectiveRepeat };
+
 // Attributes the transport acts on (a subset of ibv_qp_attr; the verbs layer validates masks and
 // state transitions before it calls configure()).
 struct QpConfig {
@@ -49,6 +55,7 @@ struct QpConfig {
   bool sq_sig_all = false;
   // Cap on the requester's unacknowledged PSNs (RC); always kept below 2^23 (IBA 9.7.1).
   uint32_t max_psn_window = 4096;
+  LossRecovery loss_recovery = LossRecovery::kGoBackN;
   // DCQCN notification and reaction point for RC/UC (transport/congestion.h); off by default.
   CongestionConfig congestion;
 };
