@@ -70,6 +70,11 @@ struct QpCounters {
   uint64_t rx_dropped = 0;  // packets the QP discarded (wrong state, bad header, ...)
   uint64_t ce_marked = 0, cnps_sent = 0, cnps_received = 0;
   uint64_t responses_dropped = 0;  // responder responses lost to a full queue or a failed key
+  // DCQCN reaction point (transport/congestion.h): rate cuts the CNPs caused, and two gauges in
+  // Mb/s, the current rate and the lowest since congestion control was (re)configured. All 0
+  // while DCQCN is off.
+  uint64_t rate_cuts = 0;
+  uint64_t dcqcn_rate_mbps = 0, dcqcn_min_rate_mbps = 0;
 };
 
 // A shared receive queue (or a QP's own RQ): bounded, FIFO.
