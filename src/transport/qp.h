@@ -53,7 +53,9 @@ struct QpConfig {
   uint16_t pkey = 0xffff;
   AddressVector path;              // RC/UC primary path
   bool sq_sig_all = false;
-  // Cap on the requester's unacknowledged PSNs (RC); always kept below 2^23 (IBA 9.7.1).
+  // Cap on the requester's unacknowledged PSNs (RC); always kept below 2^23 (IBA 9.7.1). With
+  // selective repeat it is the BDP cap (set it to about one bandwidth-delay product in packets)
+  // and is further limited to the peer's reorder buffer (transport/README.md).
   uint32_t max_psn_window = 4096;
   LossRecovery loss_recovery = LossRecovery::kGoBackN;
   // DCQCN notification and reaction point for RC/UC (transport/congestion.h); off by default.
@@ -75,6 +77,11 @@ struct QpCounters {
   // while DCQCN is off.
   uint64_t rate_cuts = 0;
   uint64_t dcqcn_rate_mbps = 0, dcqcn_min_rate_mbps = 0;
+  // Selective repeat (LossRecovery::kSelectiveRepeat). Responder: request packets kept in the
+  // reorder buffer, dropped because it was full (or the PSN lay beyond it), and copies of packets
+  // already buffered. Requester: payload bytes of every retransmitted packet (both modes).
+  uint64_t ooo_buffered = 0, ooo_dropped = 0, ooo_duplicates = 0;
+  uint64_t retransmitted_bytes = 0;
 };
 
 // A shared receive queue (or a QP's own RQ): bounded, FIFO.
