@@ -1,9 +1,10 @@
-// The progress engine's thread: spin, then yield, then block until a packet, a kick or the next
-// deadline.
+// The progress engine: passes on its own thread or on callers', and one idle policy for both.
 #include "api/progress_engine.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -14,7 +15,10 @@
 namespace uroce::api {
 
 ProgressEngine::ProgressEngine(verbs::Device& device, ProgressOptions options)
-    : dev_(device), link_(device.link()), options_(options) {}
+    : dev_(device), link_(device.link()), options_(options) {
+  seen_moved_ = packets_moved();
+  last_busy_ = now_ns();
+}
 
 ProgressEngine::~ProgressEngine() {
   stop();
@@ -34,7 +38,13 @@ int ProgressEngine::start() {
     if (kick_fd_ < 0) return errno;
   }
   stop_.store(false);
+  sigset_t all, old;
+  if (options_.block_signals) {
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);  // the new thread inherits this mask
+  }
   thread_ = std::thread([this] { loop(); });
+  if (options_.block_signals) pthread_sigmask(SIG_SETMASK, &old, nullptr);
   return 0;
 }
 
@@ -57,6 +67,77 @@ void ProgressEngine::kick() {
   (void)!::write(kick_fd_, &one, sizeof one);
 }
 
+uint64_t ProgressEngine::packets_moved() const {
+  // Activity is judged by packets moved, not by progress()'s return: a QP waiting on a timer
+  // returns a deadline, and waiting for it should not burn a core.
+  const link::LinkCounters& c = link_.counters();
+  return c.rx_packets + c.tx_packets + c.rx_drop_bad_icrc + c.rx_drop_malformed +
+         c.rx_drop_not_roce;
+}
+
+Nanos ProgressEngine::pass(Nanos now) {
+  const Nanos next = dev_.progress(now, options_.budget);
+  passes_.fetch_add(1, std::memory_order_relaxed);
+  if (const uint64_t m = packets_moved(); m != seen_moved_) {
+    seen_moved_ = m;
+    last_busy_ = now;
+  }
+  return next;
+}
+
+ProgressEngine::Idle ProgressEngine::idleness(Nanos now) {
+  const Nanos idle = now > last_busy_ ? now - last_busy_ : 0;
+  if (idle < options_.spin_ns) return Idle::kBusy;
+  if (idle < options_.spin_ns + options_.yield_ns) return Idle::kYield;
+  return Idle::kBlock;
+}
+
+void ProgressEngine::drive() {
+  if (!mu_.try_lock()) {
+    kick();  // the pass in progress may have missed this caller's post
+    return;
+  }
+  const Nanos now = now_ns();
+  const Nanos next = pass(now);
+  mu_.unlock();
+  inline_passes_.fetch_add(1, std::memory_order_relaxed);
+  const Nanos asleep_until = sleep_until_.load();
+  if (next <= now || (asleep_until != 0 && next < asleep_until)) kick();
+}
+
+Nanos ProgressEngine::pump() {
+  std::lock_guard lock(mu_);
+  inline_passes_.fetch_add(1, std::memory_order_relaxed);
+  return pass(now_ns());
+}
+
+void ProgressEngine::pump_or_wait(int extra_fd, Nanos max_wait_ns) {
+  Nanos now, next;
+  Idle idle;
+  {
+    std::lock_guard lock(mu_);
+    inline_passes_.fetch_add(1, std::memory_order_relaxed);
+    now = now_ns();
+    next = pass(now);
+    idle = idleness(now);
+  }
+  if (next <= now || idle == Idle::kBusy) return;
+  if (idle == Idle::kYield) {
+    sched_yield();
+    return;
+  }
+  const Nanos wait = std::min(next - now, max_wait_ns);
+  if (wait < options_.min_block_ns) return;
+  pollfd fds[2] = {{link_.wait_fd(), POLLIN, 0}, {extra_fd, POLLIN, 0}};
+  sleeps_.fetch_add(1, std::memory_order_relaxed);
+  timespec ts{static_cast<time_t>(wait / 1'000'000'000u), static_cast<long>(wait % 1'000'000'000u)};
+  const int r = ::ppoll(fds, extra_fd >= 0 ? 2 : 1, &ts, nullptr);
+  if (r <= 0)
+    by_timeout_.fetch_add(1, std::memory_order_relaxed);
+  else if (fds[0].revents & POLLIN)
+    by_packet_.fetch_add(1, std::memory_order_relaxed);
+}
+
 ProgressStats ProgressEngine::stats() const {
   ProgressStats s;
   s.passes = passes_.load(std::memory_order_relaxed);
@@ -65,43 +146,36 @@ ProgressStats ProgressEngine::stats() const {
   s.wakeups_by_packet = by_packet_.load(std::memory_order_relaxed);
   s.wakeups_by_timeout = by_timeout_.load(std::memory_order_relaxed);
   s.kicks_sent = kicks_sent_.load(std::memory_order_relaxed);
+  s.inline_passes = inline_passes_.load(std::memory_order_relaxed);
   return s;
 }
 
 void ProgressEngine::loop() {
-  // Activity is judged by packets moved, not by progress()'s return: a QP waiting on a timer
-  // returns a deadline, and waiting for it should not burn a core.
-  const auto moved = [this] {
-    const link::LinkCounters& c = link_.counters();
-    return c.rx_packets + c.tx_packets + c.rx_drop_bad_icrc + c.rx_drop_malformed +
-           c.rx_drop_not_roce;
-  };
-  uint64_t seen = moved();
-  Nanos last_busy = now_ns();
   while (!stop_.load(std::memory_order_relaxed)) {
+    std::unique_lock lock(mu_);
     Nanos now = now_ns();
-    Nanos next = dev_.progress(now, options_.budget);
-    passes_.fetch_add(1, std::memory_order_relaxed);
-    if (const uint64_t m = moved(); m != seen) {
-      seen = m;
-      last_busy = now;
-    }
+    Nanos next = pass(now);
     if (next <= now) continue;  // a budget ran out: more to do right away
-    const Nanos idle = now - last_busy;
-    if (idle < options_.spin_ns) continue;
-    if (idle < options_.spin_ns + options_.yield_ns) {
+    const Idle idle = idleness(now);
+    if (idle == Idle::kBusy) continue;
+    if (idle == Idle::kYield) {
+      lock.unlock();
       sched_yield();
       continue;
     }
     sleeping_.store(true);
     now = now_ns();
-    next = dev_.progress(now, options_.budget);  // catches a post that raced with the store
-    passes_.fetch_add(1, std::memory_order_relaxed);
-    if (next <= now || moved() != seen) {
+    const uint64_t before = seen_moved_;
+    next = pass(now);  // catches a post that raced with the store
+    const bool moved = seen_moved_ != before;
+    lock.unlock();
+    if (next <= now || moved) {
       sleeping_.store(false);
       continue;
     }
+    sleep_until_.store(next == kNever ? now + options_.max_sleep_ns : next);
     block(now, next);
+    sleep_until_.store(0);
     sleeping_.store(false);
   }
 }

@@ -1,19 +1,29 @@
 #pragma once
-// The progress engine: one thread per device that keeps the NIC moving while the application is
-// busy elsewhere or asleep (a one-sided WRITE or READ must complete without the target calling
-// anything). It calls Device::progress(now, budget) with CLOCK_MONOTONIC time and adapts:
-//   - busy-polls while packets flow and for spin_ns after the last one (catches a ping-pong's
-//     reply without a wake-up);
-//   - then polls with sched_yield() between passes for yield_ns (gives the core to anyone who
-//     wants it: on a 2-core machine two processes must not starve each other);
-//   - then blocks in ppoll() on the link's wait_fd() and a kick eventfd, with a timeout equal to
-//     the device's next deadline (retransmit, ACK coalescing, pacing), capped by max_sleep_ns.
-// Application threads call kick() after posting work so a sleeping engine wakes at once.
+// The progress engine: what keeps a device's NIC work moving (segmenting, acknowledging, answering
+// READs and atomics, retransmitting on timers) in real time. It calls Device::progress(now, budget)
+// with CLOCK_MONOTONIC time, one pass at a time, from whichever thread gets there first:
 //
-// Threading: start(), stop() and the destructor from one controlling thread; kick() and stats()
-// from any thread. The device and its link must outlive the engine (or its stop()).
+//   - its own thread (start()), so one-sided operations complete while the target application
+//     does nothing at all;
+//   - an application thread that has just posted or found its CQ empty (drive()): doing the NIC's
+//     work on the thread that waits for it keeps wake-ups off the data path, which matters on a
+//     2-core machine where a thread wake-up can cost a scheduler tick;
+//   - or only the caller (pump(), pump_or_wait()), for a process that wants one thread in all, as
+//     `uroce bench` does so that client and server each fit on one core.
+//
+// One adaptive policy decides when to stop spinning, for the thread and for pump_or_wait() alike:
+// busy-poll while packets move and for spin_ns after the last one (a ping-pong's reply arrives
+// without a wake-up), then pass with sched_yield() in between for yield_ns (hands the core to
+// anyone who wants it), then block in ppoll() on the link's wait_fd() (and a kick eventfd, or the
+// caller's fd) until a packet, a kick, or the device's next deadline (retransmit, ACK coalescing,
+// pacing), capped by max_sleep_ns.
+//
+// Threading: start(), stop() and the destructor from one controlling thread; kick(), drive() and
+// stats() from any thread; pump() and pump_or_wait() from any thread (passes are serialised).
+// The device and its link must outlive the engine.
 #include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <thread>
 
 #include "common/types.h"
@@ -25,14 +35,21 @@ struct ProgressOptions {
   Nanos spin_ns = 50'000;            // busy-poll this long after the last packet
   Nanos yield_ns = 200'000;          // then poll with sched_yield() between passes this long
   Nanos max_sleep_ns = 100'000'000;  // cap on one blocking wait (a safety net, not a timer)
+  // pump_or_wait() keeps spinning rather than block for less than this: a poll() round trip
+  // costs about as much.
+  Nanos min_block_ns = 20'000;
   size_t budget = verbs::Device::kDefaultBudget;  // packets per progress() pass
+  // The engine's thread blocks every signal, so a signal meant for the program (qperf's SIGALRM)
+  // reaches one of the program's own threads and interrupts its blocking calls with EINTR.
+  bool block_signals = true;
 };
 
 struct ProgressStats {
   uint64_t passes = 0;  // Device::progress calls
   uint64_t sleeps = 0;  // blocking waits entered
   uint64_t wakeups_by_kick = 0, wakeups_by_packet = 0, wakeups_by_timeout = 0;
-  uint64_t kicks_sent = 0;  // kick() calls that had to write the eventfd
+  uint64_t kicks_sent = 0;    // kick() calls that had to write the eventfd
+  uint64_t inline_passes = 0;  // passes run by drive() / pump() on a caller's thread
 };
 
 class ProgressEngine {
@@ -48,26 +65,49 @@ class ProgressEngine {
   void stop();
   bool running() const { return thread_.joinable(); }
 
-  // Wakes the thread if it sleeps (after a post). Cheap when it is awake: one atomic load.
+  // Wakes the thread if it sleeps. Cheap when it is awake: one atomic load.
   void kick();
+  // After a post, or when a poll found nothing: one pass on the calling thread unless another
+  // thread is in one; the engine's thread then carries on with whatever that pass left (work
+  // beyond the budget, or a timer earlier than the one it sleeps until).
+  void drive();
+
+  // One pass on the calling thread (waits for a pass in progress elsewhere). Returns the next
+  // time the device has work: `now` if a budget ran out, kNever when idle.
+  Nanos pump();
+  // pump(), and when the policy says the device is idle, block on the link and `extra_fd` (-1:
+  // none) for at most `max_wait_ns` or until the device's next deadline. For a caller that runs
+  // the NIC on its own thread without start().
+  void pump_or_wait(int extra_fd, Nanos max_wait_ns);
 
   ProgressStats stats() const;
 
+  static Nanos now_ns();
+
  private:
+  // The shared adaptive policy: tracks when packets last moved.
+  enum class Idle { kBusy, kYield, kBlock };
+  Idle idleness(Nanos now);
+  uint64_t packets_moved() const;
+
   void loop();
   void block(Nanos now, Nanos next);
-  static Nanos now_ns();
+  Nanos pass(Nanos now);  // with mu_ held
 
   verbs::Device& dev_;
   link::Link& link_;
   const ProgressOptions options_;
   int kick_fd_ = -1;
+  std::mutex mu_;  // one progress() at a time (verbs/device.h)
+  uint64_t seen_moved_ = 0;  // guarded by mu_, as is last_busy_
+  Nanos last_busy_ = 0;
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};
+  std::atomic<Nanos> sleep_until_{0};  // the sleeping thread's timeout; 0 while awake
   std::thread thread_;
 
   std::atomic<uint64_t> passes_{0}, sleeps_{0}, by_kick_{0}, by_packet_{0}, by_timeout_{0},
-      kicks_sent_{0};
+      kicks_sent_{0}, inline_passes_{0};
 };
 
 }  // namespace uroce::api

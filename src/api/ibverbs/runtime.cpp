@@ -1,13 +1,6 @@
 #include "api/ibverbs/runtime.h"
 
-#include <poll.h>
-#include <pthread.h>
-#include <signal.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
-
 #include <cstdlib>
-#include <ctime>
 #include <map>
 #include <mutex>
 
@@ -16,12 +9,6 @@ namespace {
 
 std::mutex runtimes_mu;
 std::map<const Device*, std::weak_ptr<Runtime>> runtimes;
-
-Nanos now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<Nanos>(ts.tv_sec) * 1'000'000'000u + static_cast<Nanos>(ts.tv_nsec);
-}
 
 // How long the progress thread keeps polling after the last packet before it sleeps in ppoll:
 // long enough to catch the reply of a ping-pong without a wake-up, short enough not to burn a
@@ -86,92 +73,22 @@ Result<std::shared_ptr<Runtime>> Runtime::acquire(Device* device) {
   if (!link.ok()) return Err(link.error());
   rt->link_ = std::move(*link);
   rt->dev_ = std::make_unique<verbs::Device>(*rt->link_, verbs_config(*device));
-  rt->kick_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (rt->kick_fd_ < 0) return Err(errno);
-  rt->spin_ns_ = spin_ns_from_env();
-  // The thread blocks every signal, so a signal meant for the program (qperf's SIGALRM) goes to
-  // one of its own threads and interrupts its blocking ibv_get_cq_event with EINTR.
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  rt->thread_ = std::thread([r = rt.get()] { r->loop(); });
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  // Application threads drive the NIC themselves when they post or find a CQ empty (drive()), so
+  // the thread only has to cover the time they do not: it sleeps as soon as traffic stops
+  // instead of competing with them for a core.
+  api::ProgressOptions po;
+  po.spin_ns = spin_ns_from_env();
+  po.yield_ns = 0;
+  po.block_signals = true;
+  rt->engine_ = std::make_unique<api::ProgressEngine>(*rt->dev_, po);
+  if (int err = rt->engine_->start()) return Err(err);
   runtimes[device] = rt;
   return rt;
 }
 
 Runtime::~Runtime() {
-  stop_.store(true);
-  uint64_t one = 1;
-  if (kick_fd_ >= 0) (void)!write(kick_fd_, &one, sizeof one);
-  if (thread_.joinable()) thread_.join();
-  if (kick_fd_ >= 0) close(kick_fd_);
-  dev_.reset();  // before the link it uses
-}
-
-void Runtime::drive() {
-  if (progress_mu_.try_lock()) {
-    Nanos now = now_ns();
-    Nanos next = dev_->progress(now);
-    progress_mu_.unlock();
-    // Work left (budget spent), or a timer earlier than the one the sleeping progress thread
-    // waits for: it carries on from here.
-    if (next <= now || next < sleep_until_.load()) kick();
-    return;
-  }
-  kick();
-}
-
-void Runtime::kick() {
-  // Pairs with the sleeping_ store in loop(): either the thread's last pass saw our post, or we
-  // see it asleep and wake it.
-  if (!sleeping_.load()) return;
-  uint64_t one = 1;
-  (void)!write(kick_fd_, &one, sizeof one);
-}
-
-void Runtime::loop() {
-  Nanos last_busy = now_ns();
-  uint64_t seen = 0;
-  while (!stop_.load(std::memory_order_relaxed)) {
-    std::unique_lock lock(progress_mu_);
-    Nanos now = now_ns();
-    Nanos next = dev_->progress(now);
-    const link::LinkCounters& c = link_->counters();
-    uint64_t moved = c.rx_packets + c.tx_packets;
-    if (moved != seen) {
-      seen = moved;
-      last_busy = now;
-    }
-    if (next <= now || now - last_busy < spin_ns_) continue;
-
-    sleeping_.store(true);
-    now = now_ns();
-    next = dev_->progress(now);  // catches a post that raced with the store above
-    lock.unlock();
-    if (next <= now) {
-      sleeping_.store(false);
-      continue;
-    }
-    sleep_until_.store(next);
-    pollfd fds[2] = {{link_->wait_fd(), POLLIN, 0}, {kick_fd_, POLLIN, 0}};
-    timespec ts{};
-    timespec* timeout = nullptr;
-    if (next != kNever) {
-      Nanos wait = next - now;
-      ts.tv_sec = static_cast<time_t>(wait / 1'000'000'000u);
-      ts.tv_nsec = static_cast<long>(wait % 1'000'000'000u);
-      timeout = &ts;
-    }
-    ppoll(fds, 2, timeout, nullptr);
-    sleeping_.store(false);
-    sleep_until_.store(0);
-    if (fds[1].revents & POLLIN) {
-      uint64_t v;
-      (void)!read(kick_fd_, &v, sizeof v);
-    }
-    last_busy = now_ns();
-  }
+  engine_.reset();  // stops the thread before the device it drives
+  dev_.reset();     // before the link it uses
 }
 
 }  // namespace uroce::abi

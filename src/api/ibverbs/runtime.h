@@ -7,13 +7,11 @@
 // use (so ibv_devinfo never binds a socket). The last context to let go stops the thread.
 //
 // Threading: kick() from any thread; device() objects follow verbs/device.h's rules.
-#include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
-#include <thread>
 
 #include "api/ibverbs/abi.h"
+#include "api/progress_engine.h"
 #include "link/udp_link.h"
 #include "verbs/device.h"
 
@@ -33,26 +31,19 @@ class Runtime {
   // thread if no other thread is in one, else makes sure the progress thread looks again. Doing
   // the NIC's work on the thread that is waiting for it keeps the data path free of thread
   // wake-ups, which cost milliseconds on a loaded machine (a scheduler tick).
-  void drive();
+  void drive() { engine_->drive(); }
   // Wakes the progress thread (cheap when it is already awake).
-  void kick();
+  void kick() { engine_->kick(); }
 
   // The verbs::DeviceConfig this ABI reports (limits shared with ibv_query_device).
   static verbs::DeviceConfig verbs_config(const Device& d);
 
  private:
   Runtime() = default;
-  void loop();
 
   std::unique_ptr<link::UdpLink> link_;
   std::unique_ptr<verbs::Device> dev_;
-  int kick_fd_ = -1;
-  std::atomic<bool> stop_{false};
-  std::atomic<bool> sleeping_{false};
-  std::atomic<Nanos> sleep_until_{0};  // the sleeping thread's timeout; 0 while awake
-  std::mutex progress_mu_;             // one progress() at a time (verbs/device.h)
-  uint64_t spin_ns_ = 0;
-  std::thread thread_;
+  std::unique_ptr<api::ProgressEngine> engine_;
 };
 
 }  // namespace uroce::abi
