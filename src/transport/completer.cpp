@@ -40,7 +40,8 @@ void Completer::on_timer(Nanos now) {
   ack_deadline_ = kNever;
   if (ctx_.max_psn == ctx_.una) return;
   // IBA 9.7.6.1.3: no response within the local ACK timeout -> resend from the oldest
-  // unacknowledged PSN, charged to the retry counter.
+  // unacknowledged PSN, charged to the retry counter. Selective repeat resends that one packet
+  // only and carries on (IRN's timeout, section 3.1): the responder then names the next hole.
   ++ctx_.counters.local_ack_timeouts;
   retry(now);
 }
@@ -55,7 +56,17 @@ void Completer::retry(Nanos now) {
   --retry_left_;
   retried_at_una_ = true;
   ack_deadline_ = kNever;  // re-armed by the retransmission
-  requester_.rewind(ctx_.una);
+  restart_at_una();
+}
+
+void Completer::restart_at_una() {
+  // Selective repeat: the responder kept what came after the hole, so only the packet at una
+  // goes again (for a READ, a request for the rest of it, IBA 9.7.4.1.2). Go-back-N resends
+  // everything from una (IBA 9.7.4.1.3).
+  if (ctx_.selective_repeat())
+    requester_.resend(ctx_.una);
+  else
+    requester_.rewind(ctx_.una);
 }
 
 SendWqe* Completer::find(Psn psn) {
@@ -152,7 +163,7 @@ void Completer::receive(const wire::TransportHeaders& h, std::span<const uint8_t
 void Completer::on_ack(const wire::TransportHeaders& h, Nanos now) {
   if (acknowledge_through(h.bth.psn, now) == Advance::kImpliedNak && !retried_at_una_) {
     retried_at_una_ = true;
-    requester_.rewind(ctx_.una);
+    restart_at_una();
   }
 }
 
@@ -162,7 +173,7 @@ void Completer::on_rnr_nak(const wire::TransportHeaders& h, Nanos now) {
   const Psn psn = h.bth.psn;
   // The NAK acknowledges everything before its PSN (IBA 9.7.5.2.8).
   if (acknowledge_through(psn - 1, now) == Advance::kImpliedNak) {
-    if (!retried_at_una_) retried_at_una_ = true, requester_.rewind(ctx_.una);
+    if (!retried_at_una_) retried_at_una_ = true, restart_at_una();
     return;
   }
   SendWqe* w = find(psn);
@@ -184,7 +195,7 @@ void Completer::on_nak(const wire::TransportHeaders& h, Nanos now) {
   ++ctx_.counters.naks_received;
   const Psn psn = h.bth.psn;
   if (acknowledge_through(psn - 1, now) == Advance::kImpliedNak) {
-    if (!retried_at_una_) retried_at_una_ = true, requester_.rewind(ctx_.una);
+    if (!retried_at_una_) retried_at_una_ = true, restart_at_una();
     return;
   }
   SendWqe* w = find(psn);
@@ -225,8 +236,10 @@ void Completer::on_read_response(const wire::TransportHeaders& h, std::span<cons
   // A READ response also acknowledges every request before the READ (IBA 9.7.5.2.1).
   if (acknowledge_through(w->first_psn - 1, now) == Advance::kImpliedNak || psn != ctx_.una) {
     // A response beyond the one expected: the ones between were lost (an implied NAK). Responses
-    // arrive in order, so ask again from the first missing PSN.
-    if (!retried_at_una_) retried_at_una_ = true, requester_.rewind(ctx_.una);
+    // arrive in order, so ask again from the first missing PSN. Selective repeat too: READ
+    // responses are not placed out of order (transport/README.md), but only the READ is asked
+    // again, not the requests after it.
+    if (!retried_at_una_) retried_at_una_ = true, restart_at_una();
     return;
   }
   const uint32_t mtu = ctx_.mtu();
@@ -258,7 +271,7 @@ void Completer::on_atomic_ack(const wire::TransportHeaders& h, Nanos now) {
     return;
   }
   if (acknowledge_through(psn - 1, now) == Advance::kImpliedNak || psn != ctx_.una) {
-    if (!retried_at_una_) retried_at_una_ = true, requester_.rewind(ctx_.una);
+    if (!retried_at_una_) retried_at_una_ = true, restart_at_una();
     return;
   }
   // The original value lands in the local buffer in host order, as verbs returns it.

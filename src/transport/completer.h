@@ -37,8 +37,11 @@ class Completer {
   void on_read_response(const wire::TransportHeaders& h, std::span<const uint8_t> payload,
                         Nanos now);
   void on_atomic_ack(const wire::TransportHeaders& h, Nanos now);
-  // Go-back-N from una, charged to the retry counter; RETRY_EXC_ERR when it is spent.
+  // Go-back-N from una (or, with selective repeat, the packet at una alone), charged to the retry
+  // counter; RETRY_EXC_ERR when it is spent.
   void retry(Nanos now);
+  // Sends again what the responder misses at una, by the QP's loss recovery, without charge.
+  void restart_at_una();
   // The WQE holding `psn` (at or after una), or nullptr.
   SendWqe* find(Psn psn);
   void fail(SendWqe& w, WcStatus status);

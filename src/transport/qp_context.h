@@ -20,6 +20,15 @@ inline constexpr uint32_t kAckEveryPackets = 16;
 inline constexpr uint32_t kMaxPsnWindow = Psn::kHalf - 1;
 // Largest message (IBA 9.4: 2^31 bytes).
 inline constexpr uint64_t kMaxMessageBytes = 1ull << 31;
+// Selective repeat: the responder's reorder buffer holds request packets up to this many PSNs
+// past the expected one (a power of two, so PSN % slots stays consistent across the 2^24 wrap),
+// and at most this many payload bytes (every slot a full 4096-byte packet). A selective-repeat
+// requester keeps its window within the slots, so an honest uroce peer never overflows it.
+inline constexpr uint32_t kReorderSlots = 512;
+inline constexpr uint64_t kReorderBytes = uint64_t{kReorderSlots} * 4096;
+// Selective retransmissions queued at the requester (one per sequence NAK or timeout; the
+// responder names one hole at a time, so a handful is plenty; more falls back to go-back-N).
+inline constexpr uint32_t kMaxPendingResends = 16;
 
 struct QpContext {
   QpContext(QpType t, uint32_t n, const QpCapabilities& c, MemoryAccess& mem, CompletionSink& scq,
@@ -64,6 +73,9 @@ struct QpContext {
   RecvQueue& rq() { return srq ? *srq : own_rq; }
   uint32_t mtu() const { return config.path_mtu_bytes; }
   uint32_t in_flight() const { return static_cast<uint32_t>(next_psn.distance_from(una)); }
+  bool selective_repeat() const {
+    return type == QpType::kRc && config.loss_recovery == LossRecovery::kSelectiveRepeat;
+  }
   uint8_t* inline_slot(uint64_t pos) {
     return inline_buf.data() + static_cast<size_t>(sq.slot(pos)) * caps.max_inline_data;
   }

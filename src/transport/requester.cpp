@@ -112,6 +112,7 @@ int Requester::post(const SendWr& wr) {
 }
 
 void Requester::rewind(Psn psn) {
+  resend_count_ = 0;
   for (uint64_t pos = ctx_.sq.head(); pos < ctx_.sq.tail(); ++pos) {
     const SendWqe& w = ctx_.sq.at(pos);
     // Acknowledged WQEs not yet retired are passed over; a failed one stops the requester.
@@ -128,13 +129,40 @@ void Requester::rewind(Psn psn) {
   ctx_.next_psn = psn;
 }
 
-Requester::Next Requester::describe(const SendWqe& w) const {
+void Requester::resend(Psn psn) {
+  for (uint32_t i = 0; i < resend_count_; ++i)
+    if (resends_[(resend_head_ + i) % kMaxPendingResends] == psn) return;  // already queued
+  if (resend_count_ == kMaxPendingResends) {
+    rewind(ctx_.una);  // bounded: more holes than slots is cheaper to recover by going back
+    return;
+  }
+  resends_[(resend_head_ + resend_count_++) % kMaxPendingResends] = psn;
+}
+
+bool Requester::next_resend(uint64_t* pos, uint32_t* pkt) const {
+  for (uint32_t i = 0; i < resend_count_; ++i) {
+    const Psn psn = resends_[(resend_head_ + i) % kMaxPendingResends];
+    // Acknowledged since it was queued, or not sent yet (a go-back-N restart sends it anyway).
+    if (psn.before(ctx_.una) || !psn.before(ctx_.next_psn)) continue;
+    for (uint64_t p = ctx_.sq.head(); p < ctx_.sq.tail() && p <= cur_; ++p) {
+      const SendWqe& w = ctx_.sq.at(p);
+      if ((w.state == WqeState::kActive || w.state == WqeState::kSent) && w.contains(psn)) {
+        *pos = p;
+        *pkt = static_cast<uint32_t>(psn.distance_from(w.first_psn));
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+Requester::Next Requester::describe(const SendWqe& w, uint32_t pkt) const {
   Next n;
   const uint32_t mtu = ctx_.mtu();
-  n.payload_offset = uint64_t{pkt_} * mtu;
+  n.payload_offset = uint64_t{pkt} * mtu;
   if (w.is_read()) {
     const uint32_t total = w.state == WqeState::kPosted ? packets_for(w.length, mtu) : w.npsn;
-    n.psns = total - pkt_;
+    n.psns = total - pkt;
   } else if (!w.is_atomic()) {
     n.payload_len = static_cast<uint32_t>(
         std::min<uint64_t>(mtu, w.length - std::min(w.length, n.payload_offset)));
@@ -156,10 +184,13 @@ Requester::Gate Requester::gate(Nanos now, Next& next, Nanos* when) const {
     const uint32_t limit = std::max<uint32_t>(1, ctx_.config.max_rd_atomic);
     if (w.is_rd_atomic() && ctx_.rd_atomic_outstanding >= limit) return Gate::kBlocked;
   }
-  next = describe(w);
+  next = describe(w, pkt_);
   const uint32_t in_flight = ctx_.in_flight();
   if (ctx_.type == QpType::kRc) {
-    const uint32_t window = std::clamp<uint32_t>(ctx_.config.max_psn_window, 1, kMaxPsnWindow);
+    uint32_t window = std::clamp<uint32_t>(ctx_.config.max_psn_window, 1, kMaxPsnWindow);
+    // Every packet in flight must fit the peer's reorder buffer, or it would be dropped there
+    // and cost a timeout instead of a NAK.
+    if (ctx_.selective_repeat()) window = std::min(window, kReorderSlots);
     if (in_flight > 0 && uint64_t{in_flight} + next.psns > window) return Gate::kBlocked;
   }
   if (!ctx_.pacer.may_send(now, next.payload_len, in_flight)) {
@@ -172,6 +203,16 @@ Requester::Gate Requester::gate(Nanos now, Next& next, Nanos* when) const {
 }
 
 Nanos Requester::ready_at(Nanos now) const {
+  uint64_t pos = 0;
+  uint32_t pkt = 0;
+  if (next_resend(&pos, &pkt)) {
+    if (ctx_.state != QpState::kRts && ctx_.state != QpState::kSqd) return kNever;
+    if (now < ctx_.rnr_hold_until) return kNever;
+    const Next next = describe(ctx_.sq.at(pos), pkt);
+    if (ctx_.pacer.may_send(now, next.payload_len, ctx_.in_flight())) return now;
+    const Nanos t = ctx_.pacer.next_send_time(now, next.payload_len);
+    return t <= now ? kNever : t;
+  }
   Next next;
   Nanos when = kNever;
   switch (gate(now, next, &when)) {
@@ -272,17 +313,18 @@ uint8_t Requester::opcode_for(const SendWqe& w, bool first, bool last) const {
   return ctx_.type == QpType::kUc ? static_cast<uint8_t>(code | op::kUcBase) : code;
 }
 
-void Requester::fill_headers(const SendWqe& w, const Next& next, wire::TransportHeaders& h) const {
-  const bool first = pkt_ == 0;
-  const bool last = w.is_rd_atomic() || pkt_ + 1 == w.npsn;
+void Requester::fill_headers(const SendWqe& w, uint32_t pkt, Psn psn, const Next& next,
+                             wire::TransportHeaders& h) const {
+  const bool first = pkt == 0;
+  const bool last = w.is_rd_atomic() || pkt + 1 == w.npsn;
   h.bth.opcode = opcode_for(w, first, last);
   h.bth.pkey = ctx_.config.pkey;
   h.bth.dest_qp = ctx_.type == QpType::kUd ? w.remote_qpn : ctx_.config.dest_qpn;
-  h.bth.psn = ctx_.next_psn;
+  h.bth.psn = psn;
   h.bth.pad_count = wire::pad_for(next.payload_len);
   h.bth.solicited = last && (w.flags & kSendSolicited) != 0;
   // AckReq on the last packet of every message and periodically inside long ones (IBA 9.7.2).
-  h.bth.ack_req = ctx_.type == QpType::kRc && (last || (pkt_ + 1) % kAckReqEveryPackets == 0);
+  h.bth.ack_req = ctx_.type == QpType::kRc && (last || (pkt + 1) % kAckReqEveryPackets == 0);
   h.imm = w.imm;
   h.ieth_rkey = w.invalidate_rkey;
   if (w.is_read()) {
@@ -309,12 +351,12 @@ void Requester::fill_headers(const SendWqe& w, const Next& next, wire::Transport
   }
 }
 
-bool Requester::gather(SendWqe& w, const Next& next, TxPacket& out) {
+bool Requester::gather(uint64_t pos, SendWqe& w, const Next& next, TxPacket& out) {
   out.payload_len = next.payload_len;
   out.payload_parts = 0;
   if (next.payload_len == 0) return true;
   if (w.is_inline) {
-    out.payload[0] = {ctx_.inline_slot(cur_) + next.payload_offset, next.payload_len};
+    out.payload[0] = {ctx_.inline_slot(pos) + next.payload_offset, next.payload_len};
     out.payload_parts = 1;
     return true;
   }
@@ -336,15 +378,63 @@ bool Requester::gather(SendWqe& w, const Next& next, TxPacket& out) {
   return left == 0;
 }
 
+void Requester::count_retransmission(const Next& next) {
+  ++ctx_.counters.retransmitted_packets;
+  ctx_.counters.retransmitted_bytes += next.payload_len;
+}
+
+bool Requester::build_resend(Nanos now, TxPacket& out) {
+  uint64_t pos = 0;
+  uint32_t pkt = 0;
+  if (!next_resend(&pos, &pkt)) {
+    resend_count_ = 0;  // every queued one is stale
+    return false;
+  }
+  if (ctx_.state != QpState::kRts && ctx_.state != QpState::kSqd) return false;
+  if (now < ctx_.rnr_hold_until) return false;
+  SendWqe& w = ctx_.sq.at(pos);
+  const Next next = describe(w, pkt);
+  if (!ctx_.pacer.may_send(now, next.payload_len, ctx_.in_flight())) return false;
+  const Psn psn = w.first_psn + static_cast<int32_t>(pkt);
+  // Entries before this one were stale; this one is served now.
+  while (resend_count_ > 0) {
+    const Psn head = resends_[resend_head_];
+    resend_head_ = (resend_head_ + 1) % kMaxPendingResends;
+    --resend_count_;
+    if (head == psn) break;
+  }
+  // The same headers as the first time (IBA 9.7.4.1.3 asks a retry to repeat the packet), so a
+  // FIRST carries its RETH again and a MIDDLE none: the responder needs nothing new to place it.
+  wire::TransportHeaders h;
+  fill_headers(w, pkt, psn, next, h);
+  if (!gather(pos, w, next, out)) {
+    fail(w, WcStatus::kLocProtErr);
+    return false;
+  }
+  out.header_len = wire::write_transport_headers(h, out.header);
+  out.pad = h.bth.pad_count;
+  out.dest = &ctx_.config.path;
+  count_retransmission(next);
+  ctx_.pacer.on_sent(now, next.payload_len);
+  return true;
+}
+
 bool Requester::build(Nanos now, TxPacket& out) {
+  // Holes the responder named go first: they hold up everything it has buffered behind them.
+  if (resend_count_ > 0) {
+    uint64_t pos = 0;
+    uint32_t pkt = 0;
+    if (next_resend(&pos, &pkt)) return build_resend(now, out);
+    resend_count_ = 0;
+  }
   Next next;
   Nanos when = kNever;
   if (gate(now, next, &when) != Gate::kReady) return false;
   SendWqe& w = ctx_.sq.at(cur_);
   if (w.state == WqeState::kPosted && !start(w)) return false;
   wire::TransportHeaders h;
-  fill_headers(w, next, h);
-  if (!gather(w, next, out)) {
+  fill_headers(w, pkt_, ctx_.next_psn, next, h);
+  if (!gather(cur_, w, next, out)) {
     // The MR went away after post time (IBA 10.6.3): fail the WQE; the QP then goes to ERR.
     fail(w, WcStatus::kLocProtErr);
     return false;
@@ -353,7 +443,7 @@ bool Requester::build(Nanos now, TxPacket& out) {
   out.pad = h.bth.pad_count;
   out.dest = ctx_.type == QpType::kUd ? &w.ah : &ctx_.config.path;
 
-  if (ctx_.next_psn.before(ctx_.max_psn)) ++ctx_.counters.retransmitted_packets;
+  if (ctx_.next_psn.before(ctx_.max_psn)) count_retransmission(next);
   ctx_.next_psn += static_cast<int32_t>(next.psns);
   if (ctx_.max_psn.before(ctx_.next_psn)) ctx_.max_psn = ctx_.next_psn;
   if (ctx_.type != QpType::kRc) ctx_.una = ctx_.next_psn;  // nothing is acknowledged

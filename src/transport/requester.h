@@ -1,6 +1,7 @@
 #pragma once
 // Requester (IBA 9.7.2-9.7.4 and 9.8, 9.9 for UD): turns send WQEs into request packets, one per
 // transmit() step, under the QP's PSN window, the READ/atomic limit, fences and the pacer.
+#include <array>
 #include <cstdint>
 
 #include "transport/qp_context.h"
@@ -14,14 +15,18 @@ class Requester {
   // ibv_post_send: validates and queues (or, in ERR, completes with WR_FLUSH_ERR).
   int post(const SendWr& wr);
   // Forgets all sending progress (QP reset).
-  void reset() { cur_ = ctx_.sq.head(), pkt_ = 0; }
+  void reset() { cur_ = ctx_.sq.head(), pkt_ = 0, resend_count_ = 0; }
   // Keeps the cursor inside the send queue after the completer retired WQEs.
   void clamp() {
     if (cur_ < ctx_.sq.head()) cur_ = ctx_.sq.head(), pkt_ = 0;
   }
   // Go-back-N (IBA 9.7.4.1.3): the next packet sent is the one with `psn`, which must lie in
-  // [una, max_psn].
+  // [una, max_psn]. Drops any queued selective retransmission (they are all resent anyway).
   void rewind(Psn psn);
+  // Selective repeat (IRN, Mittal et al. SIGCOMM 2018, section 3.1): resend only the packet with
+  // `psn` (in [una, next_psn)), rebuilt from its WQE, ahead of new packets. New packets keep going
+  // after it. Falls back to go-back-N from una if kMaxPendingResends are already queued.
+  void resend(Psn psn);
   // `now` if a packet may go now, the pacer's next send time if only pacing holds it back, else
   // kNever (nothing to send, or waiting on ACKs / a fence / the RNR timer).
   Nanos ready_at(Nanos now) const;
@@ -36,19 +41,30 @@ class Requester {
     uint32_t psns = 1;  // PSNs this packet uses (a READ request uses one per response packet)
   };
   Gate gate(Nanos now, Next& next, Nanos* when) const;
-  Next describe(const SendWqe& w) const;
+  // The queued retransmission that goes next: its WQE position and packet index; false (and
+  // stale entries skipped) if none.
+  bool next_resend(uint64_t* pos, uint32_t* pkt) const;
+  bool build_resend(Nanos now, TxPacket& out);
+  Next describe(const SendWqe& w, uint32_t pkt) const;
   // Assigns PSNs and checks lengths and local keys (IBA 10.6.3); false if the WQE failed.
   bool start(SendWqe& w);
   bool check_local_keys(const SendWqe& w) const;
   void fail(SendWqe& w, WcStatus status);
   uint8_t opcode_for(const SendWqe& w, bool first, bool last) const;
-  void fill_headers(const SendWqe& w, const Next& next, wire::TransportHeaders& h) const;
-  // Points out.payload at the bytes of this packet; false if a local key no longer holds.
-  bool gather(SendWqe& w, const Next& next, TxPacket& out);
+  // Headers of packet `pkt` of `w`, which carries `psn`.
+  void fill_headers(const SendWqe& w, uint32_t pkt, Psn psn, const Next& next,
+                    wire::TransportHeaders& h) const;
+  // Points out.payload at the bytes of this packet of the WQE at `pos`; false if a local key no
+  // longer holds.
+  bool gather(uint64_t pos, SendWqe& w, const Next& next, TxPacket& out);
+  void count_retransmission(const Next& next);
 
   QpContext& ctx_;
   uint64_t cur_ = 0;  // send queue position of the WQE being sent
   uint32_t pkt_ = 0;  // packet (PSN) index within it
+  // Selective retransmissions, oldest first (a fixed ring: bounded).
+  std::array<Psn, kMaxPendingResends> resends_{};
+  uint32_t resend_head_ = 0, resend_count_ = 0;
 };
 
 }  // namespace uroce::transport

@@ -31,6 +31,7 @@ void Responder::reset() {
   recv_offset_ = write_va_ = write_left_ = write_total_ = 0;
   write_rkey_ = 0;
   uc_dropping_ = false;
+  release_held(epsn_, true);
   resources_.assign(std::max<uint32_t>(1, ctx_.config.max_dest_rd_atomic), Resource{});
   resource_clock_ = 0;
   resp_head_ = resp_tail_ = 0;
@@ -75,7 +76,6 @@ void Responder::receive(const RxPacket& pkt, Nanos now) {
 void Responder::receive_rc(const RxPacket& pkt, Nanos now) {
   (void)now;
   const wire::TransportHeaders& h = *pkt.hdr;
-  const wire::OpcodeInfo& info = wire::opcode_info(h.bth.opcode);
   const int32_t d = h.bth.psn.distance_from(epsn_);
   if (d < 0) {  // IBA 9.7.5.1.2: a duplicate is answered again, never executed again
     ++ctx_.counters.duplicate_requests;
@@ -86,6 +86,10 @@ void Responder::receive_rc(const RxPacket& pkt, Nanos now) {
     // IBA 9.7.5.1.1 / 9.7.5.2.3: one PSN Sequence Error NAK (carrying the expected PSN) per
     // gap; later packets are dropped silently until the expected one arrives.
     ++ctx_.counters.out_of_sequence;
+    if (ctx_.selective_repeat()) {
+      hold(h, pkt.payload, d);
+      return;
+    }
     if (!nak_outstanding_) {
       ++ctx_.counters.seq_naks_sent;
       queue_nak(epsn_, wire::Aeth::nak(msn_, wire::NakCode::kPsnSequenceError));
@@ -96,10 +100,126 @@ void Responder::receive_rc(const RxPacket& pkt, Nanos now) {
     return;
   }
   nak_outstanding_ = false;
+  if (apply(h, pkt.payload)) {
+    if (held_count_ > 0) {
+      release_held(h.bth.psn + 1, false);
+      drain();
+    }
+  } else {
+    release_held(epsn_, true);
+  }
+}
+
+bool Responder::apply(const wire::TransportHeaders& h, std::span<const uint8_t> payload) {
+  const wire::OpcodeInfo& info = wire::opcode_info(h.bth.opcode);
   Verdict v = check_op_sequence(info);
-  if (v == Verdict::kAccepted) v = check_length(info, pkt.payload.size());
-  if (v == Verdict::kAccepted) v = execute(h, info, pkt.payload);
+  if (v == Verdict::kAccepted) v = check_length(info, payload.size());
+  if (v == Verdict::kAccepted) v = execute(h, info, payload);
   finish(v, h, info);
+  return v == Verdict::kAccepted || v == Verdict::kResponded;
+}
+
+// ---- Selective repeat: the reorder buffer ------------------------------------------------------
+//
+// IRN (Mittal et al., SIGCOMM 2018, section 3) keeps out-of-order packets and places them at
+// once, which needs every packet to say where it goes. RoCE packets do not: only a WRITE's first
+// packet has a RETH, a SEND's middle packets do not say which receive WQE or offset they fill, and
+// the order of receive-WQE consumption, WRITE-with-immediate completions, atomics and READs is
+// the PSN order (IBA 9.5, 9.7.5.1). So the packets wait here, with their standard headers, and go
+// through the ordinary in-order path (every 9.7.5.1 check included) once the hole before them
+// fills. What selective repeat saves is the retransmission of everything after the hole.
+
+void Responder::hold(const wire::TransportHeaders& h, std::span<const uint8_t> payload, int32_t d) {
+  const auto tell = [&] {
+    // One NAK per hole (the go-back-N rule, IBA 9.7.5.2.3): it names the first missing PSN, and
+    // a selective-repeat requester resends that packet only.
+    if (nak_outstanding_) return;
+    ++ctx_.counters.seq_naks_sent;
+    queue_nak(epsn_, wire::Aeth::nak(msn_, wire::NakCode::kPsnSequenceError));
+    nak_outstanding_ = true;
+  };
+  // Beyond the buffer (a peer whose window is larger than it, or a ghost), longer than any valid
+  // packet, or over the byte budget: a counted drop. The requester recovers it by going back or by
+  // its timer.
+  if (static_cast<uint32_t>(d) >= kReorderSlots || payload.size() > ctx_.mtu() ||
+      held_bytes_ + payload.size() > kReorderBytes) {
+    ++ctx_.counters.ooo_dropped;
+    ++ctx_.counters.rx_dropped;
+    tell();
+    return;
+  }
+  if (held_.empty()) held_.resize(kReorderSlots);
+  Held& s = slot(h.bth.psn);
+  if (s.used) {
+    // Slots map PSN modulo kReorderSlots and d < kReorderSlots, so a used slot holds this PSN.
+    ++ctx_.counters.ooo_duplicates;
+    ++ctx_.counters.duplicate_requests;
+    ++ctx_.counters.rx_dropped;
+    return;
+  }
+  s.used = true;
+  s.psn = h.bth.psn;
+  s.hdr = h;
+  s.payload.assign(payload.begin(), payload.end());
+  ++held_count_;
+  held_bytes_ += payload.size();
+  ++ctx_.counters.ooo_buffered;
+  tell();
+}
+
+void Responder::drain() {
+  // Bounded: each step frees a slot, and there are kReorderSlots.
+  bool drained = false;
+  while (held_count_ > 0) {
+    Held& s = slot(epsn_);
+    if (!s.used || s.psn != epsn_) break;
+    s.used = false;
+    --held_count_;
+    held_bytes_ -= s.payload.size();
+    drained = true;
+    const Psn from = epsn_ + 1;
+    // The slot's bytes stay valid while it is applied: nothing is held during apply().
+    if (!apply(s.hdr, s.payload)) {
+      // RNR NAK or a fatal NAK: the requester goes back to that PSN (IBA 9.7.5.2.8) or the QP
+      // stops, so what is held would only be duplicates.
+      release_held(epsn_, true);
+      return;
+    }
+    release_held(from, false);
+  }
+  if (!drained) return;
+  if (held_count_ > 0) {
+    // The filled hole revealed the next one, and packets behind it are already here: name it at
+    // once rather than waiting for another out-of-order arrival. The NAK also acknowledges
+    // everything before it (IBA 9.7.5.2.3).
+    ++ctx_.counters.seq_naks_sent;
+    queue_nak(epsn_, wire::Aeth::nak(msn_, wire::NakCode::kPsnSequenceError));
+    nak_outstanding_ = true;
+  } else if (unacked_ > 0) {
+    // Caught up: acknowledge what the held packets completed, so the requester retires them now.
+    queue_ack(epsn_ - 1);
+  }
+}
+
+void Responder::release_held(Psn from, bool all) {
+  if (held_count_ == 0) return;
+  if (all) {
+    for (Held& s : held_) s.used = false;
+    held_count_ = 0;
+    held_bytes_ = 0;
+    return;
+  }
+  // Only PSNs within kReorderSlots of the old epsn can be held: bounded by the buffer.
+  const int32_t n = std::min<int32_t>(epsn_.distance_from(from), kReorderSlots);
+  for (int32_t i = 0; i < n; ++i) {
+    Held& s = slot(from + i);
+    if (s.used && s.psn == from + i) {
+      s.used = false;
+      --held_count_;
+      held_bytes_ -= s.payload.size();
+      ++ctx_.counters.rx_dropped;  // a PSN a READ's responses use is not a request of its own
+    }
+  }
 }
 
 Responder::Verdict Responder::check_op_sequence(const wire::OpcodeInfo& info) const {

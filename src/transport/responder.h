@@ -68,7 +68,25 @@ class Responder {
     uint32_t generation = 0;  // of the resource when queued
   };
 
+  // A request packet held by the reorder buffer (selective repeat) until its PSN is expected.
+  struct Held {
+    bool used = false;
+    Psn psn;
+    wire::TransportHeaders hdr;
+    std::vector<uint8_t> payload;  // capacity kept for reuse; bounded by kReorderBytes in all
+  };
+
   void receive_rc(const RxPacket& pkt, Nanos now);
+  // Runs the IBA 9.7.5.1 checks and executes an in-order packet; true if epsn moved past it.
+  bool apply(const wire::TransportHeaders& h, std::span<const uint8_t> payload);
+  // Selective repeat: keeps a packet `d` PSNs ahead of epsn, or counts why not.
+  void hold(const wire::TransportHeaders& h, std::span<const uint8_t> payload, int32_t d);
+  // Applies held packets while the next expected one is there; names the next hole if any.
+  void drain();
+  // Frees the slots of PSNs in [from, epsn) that never became packets of their own (a READ's
+  // response PSNs) and forgets everything if `all`.
+  void release_held(Psn from, bool all);
+  Held& slot(Psn psn) { return held_[psn.value() % kReorderSlots]; }
   void receive_uc(const RxPacket& pkt);
   void receive_ud(const RxPacket& pkt);
   void on_duplicate(const wire::TransportHeaders& h);
@@ -111,6 +129,10 @@ class Responder {
 
   std::vector<Resource> resources_;
   uint64_t resource_clock_ = 0;
+  std::vector<Held> held_;  // kReorderSlots, allocated on the first out-of-order packet
+  uint32_t held_count_ = 0;
+  uint64_t held_bytes_ = 0;
+
   std::vector<Response> responses_;  // ring, fixed size
   uint64_t resp_head_ = 0, resp_tail_ = 0;
 };

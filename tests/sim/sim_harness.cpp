@@ -62,6 +62,50 @@ uint8_t initial_byte(uint64_t seed, int node, int arena, size_t off) {
   return static_cast<uint8_t>(fabric::splitmix64(s) >> (8 * (off % 8)));
 }
 
+// Counters of the selective-repeat decorators, summed as their QPs are destroyed.
+struct RecoveryTotals {
+  uint64_t retransmitted_bytes = 0, ooo_buffered = 0, ooo_dropped = 0;
+};
+
+// Sets the loss recovery and PSN window this world chose for one QP end at every configure(),
+// whatever the verbs layer passes, so the harness tests the transport's behaviour in each mode.
+class RecoveryQp final : public transport::TransportQp {
+ public:
+  RecoveryQp(std::unique_ptr<TransportQp> inner, transport::LossRecovery mode, uint32_t window,
+             RecoveryTotals& totals)
+      : inner_(std::move(inner)), mode_(mode), window_(window), totals_(totals) {}
+  ~RecoveryQp() override {
+    const transport::QpCounters& c = inner_->counters();
+    totals_.retransmitted_bytes += c.retransmitted_bytes;
+    totals_.ooo_buffered += c.ooo_buffered;
+    totals_.ooo_dropped += c.ooo_dropped;
+  }
+  int post_send(const transport::SendWr& wr) override { return inner_->post_send(wr); }
+  int post_recv(const transport::RecvWr& wr) override { return inner_->post_recv(wr); }
+  void configure(const transport::QpConfig& config) override {
+    transport::QpConfig c = config;
+    c.loss_recovery = mode_;
+    if (window_ != 0) c.max_psn_window = window_;
+    inner_->configure(c);
+  }
+  void set_state(transport::QpState s) override { inner_->set_state(s); }
+  transport::QpState state() const override { return inner_->state(); }
+  void receive(const wire::RxPacket& p, Nanos now) override { inner_->receive(p, now); }
+  size_t transmit(Nanos now, wire::PacketSink& sink, size_t budget) override {
+    return inner_->transmit(now, sink, budget);
+  }
+  Nanos next_deadline(Nanos now) const override { return inner_->next_deadline(now); }
+  uint32_t qpn() const override { return inner_->qpn(); }
+  const transport::QpCounters& counters() const override { return inner_->counters(); }
+  cc::Pacer& pacer() override { return inner_->pacer(); }
+
+ private:
+  std::unique_ptr<TransportQp> inner_;
+  transport::LossRecovery mode_;
+  uint32_t window_;
+  RecoveryTotals& totals_;
+};
+
 // ---- Memory -------------------------------------------------------------------------------------
 
 // One registered buffer of a node with guards on both sides and a model of what it must hold.
@@ -236,6 +280,7 @@ struct WorldParams {
   uint32_t first_psn_hint = 0;
   Nanos post_gap_ns = 4000;
   Nanos late_recv_ns = 0;  // RECVs posted up to this long after their message: RNR NAKs
+  uint32_t sr_window = 0;  // selective repeat: the requester's max_psn_window (0 = default)
 };
 
 class World {
@@ -276,6 +321,8 @@ class World {
   WorldParams p_;
   Rng wl_rng_;   // the workload's own stream: changing the network doesn't change the workload
   Rng rnr_rng_;  // late RECVs
+  Rng sr_rng_;   // selective repeat: window and (mixed worlds) each QP end's mode
+  RecoveryTotals recovery_totals_;
   EventLoop loop_;
   LossyNetwork net_;
   std::vector<std::unique_ptr<Node>> nodes_;
@@ -306,6 +353,7 @@ World::World(uint64_t seed, const SimOptions& opt)
       opt_(opt),
       wl_rng_(sub_seed(seed, 1)),
       rnr_rng_(sub_seed(seed, 3)),
+      sr_rng_(sub_seed(seed, 5)),
       loop_(sub_seed(seed, 2), size_t{1} << 16),
       net_(loop_, net_config()) {
   draw_params();
@@ -342,6 +390,12 @@ void World::draw_params() {
   // From a stream of its own, so adding it left the other draws (and the worlds that findings
   // name by seed) as they were.
   p_.late_recv_ns = rnr_rng_.chance(0.2) ? rnr_rng_.between(1000, 40'000) : 0;
+  if (opt_.recovery != Recovery::kGoBackN) {
+    // Windows from a few packets (the window gate binds all the time) to the default (the reorder
+    // buffer's size binds).
+    static constexpr uint32_t kWindows[] = {4, 16, 64, 0};
+    p_.sr_window = kWindows[sr_rng_.below(4)];
+  }
   result_.config =
       format("nodes=%d ipv%d mtu=%u conns/pair=%d wrs/node=%d rd_atomic=%u psn0=%06x delay=%" PRIu64
              "ns jitter=%" PRIu64 "ns rate=%" PRIu64
@@ -351,6 +405,8 @@ void World::draw_params() {
              p_.max_rd_atomic, p_.first_psn_hint, path.delay_ns, path.jitter_ns,
              path.rate_bps / 1'000'000'000, path.loss, path.duplicate, path.reorder, path.corrupt,
              p_.timeout, p_.late_recv_ns);
+  if (opt_.recovery != Recovery::kGoBackN)
+    result_.config += format(" recovery=%s window=%u", to_string(opt_.recovery), p_.sr_window);
 }
 
 // Whether retries may legitimately run out (RETRY_EXC_ERR) on a connection. Loss and corruption
@@ -564,11 +620,18 @@ bool World::build() {
     cfg.name = format("sim%d", i);
     cfg.port.active_mtu = v::Mtu::k4096;
     // The real transport, named explicitly: the harness tests it, whatever the default is.
-    cfg.transport_factory = [](transport::QpType type, uint32_t qpn,
-                               const transport::QpCapabilities& caps,
-                               transport::MemoryAccess& memory, transport::CompletionSink& scq,
-                               transport::CompletionSink& rcq, transport::RecvQueue* srq) {
-      return transport::TransportQp::create(type, qpn, caps, memory, scq, rcq, srq);
+    cfg.transport_factory =
+        [this](transport::QpType type, uint32_t qpn, const transport::QpCapabilities& caps,
+               transport::MemoryAccess& memory, transport::CompletionSink& scq,
+               transport::CompletionSink& rcq,
+               transport::RecvQueue* srq) -> std::unique_ptr<transport::TransportQp> {
+      auto qp = transport::TransportQp::create(type, qpn, caps, memory, scq, rcq, srq);
+      const bool sr = opt_.recovery == Recovery::kSelectiveRepeat ||
+                      (opt_.recovery == Recovery::kMixed && sr_rng_.chance(0.5));
+      return std::make_unique<RecoveryQp>(
+          std::move(qp),
+          sr ? transport::LossRecovery::kSelectiveRepeat : transport::LossRecovery::kGoBackN,
+          p_.sr_window, recovery_totals_);
     };
     node->dev = std::make_unique<v::Device>(*node->link, cfg);
     auto ctx = node->dev->open();
@@ -1290,6 +1353,9 @@ SimResult World::run() {
   // Tear down children before parents (QPs, then MRs, CQs, PD, context, device).
   for (Conn& c : conns_)
     for (QpEnd& e : c.end) e.qp.reset();
+  result_.stats.retransmitted_bytes = recovery_totals_.retransmitted_bytes;
+  result_.stats.ooo_buffered = recovery_totals_.ooo_buffered;
+  result_.stats.ooo_dropped = recovery_totals_.ooo_dropped;
   return result_;
 }
 
@@ -1300,11 +1366,24 @@ SimResult run_world(uint64_t seed, const SimOptions& options) {
   return w.run();
 }
 
-std::string replay_command(uint64_t seed) {
+const char* to_string(Recovery r) {
+  switch (r) {
+    case Recovery::kGoBackN:
+      return "gbn";
+    case Recovery::kSelectiveRepeat:
+      return "sr";
+    case Recovery::kMixed:
+      return "mixed";
+  }
+  return "?";
+}
+
+std::string replay_command(uint64_t seed, Recovery recovery) {
   return format("UROCE_SIM_SEED=%" PRIu64
-                " UROCE_SIM_VERBOSE=1 build/tests/uroce_sim_tests "
+                " UROCE_SIM_RECOVERY=%s"
+                " UROCE_SIM_VERBOSE=1 build/release/tests/uroce_sim_tests "
                 "--gtest_filter='Sim.ManySeeds'",
-                seed);
+                seed, to_string(recovery));
 }
 
 }  // namespace uroce::sim

@@ -33,6 +33,12 @@ enum class Fault : uint8_t {
   kBlackHole,            // halfway through, the network drops everything; no ACK timeout
 };
 
+// How the RC QPs recover lost packets (transport::LossRecovery). Selective repeat worlds also
+// draw the requester's PSN window (the BDP cap); mixed worlds draw each QP end's mode, so a
+// selective-repeat requester meets a go-back-N responder and the other way round.
+enum class Recovery : uint8_t { kGoBackN, kSelectiveRepeat, kMixed };
+const char* to_string(Recovery r);
+
 struct SimOptions {
   bool verbose = false;  // print the world's configuration, every post, packet and completion
   // Overrides of the seed-drawn world (negative / 0 = draw from the seed).
@@ -40,6 +46,7 @@ struct SimOptions {
   int nodes = 0;
   int wrs_per_node = 0;
   Fault fault = Fault::kNone;
+  Recovery recovery = Recovery::kGoBackN;
 };
 
 struct SimStats {
@@ -47,6 +54,7 @@ struct SimStats {
   uint64_t success = 0, rem_access_err = 0, retry_exc_err = 0, flushed = 0;
   uint64_t packets_sent = 0, packets_lost = 0, packets_corrupted = 0, packets_duplicated = 0;
   uint64_t retransmitted = 0;
+  uint64_t retransmitted_bytes = 0, ooo_buffered = 0, ooo_dropped = 0;
   Nanos virtual_ns = 0;
   uint64_t driver_steps = 0;
 };
@@ -62,6 +70,6 @@ struct SimResult {
 SimResult run_world(uint64_t seed, const SimOptions& options = {});
 
 // The command that replays `seed` (printed on failure).
-std::string replay_command(uint64_t seed);
+std::string replay_command(uint64_t seed, Recovery recovery = Recovery::kGoBackN);
 
 }  // namespace uroce::sim

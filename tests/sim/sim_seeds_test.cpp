@@ -3,6 +3,8 @@
 //   UROCE_SIM_SEEDS=N     run seeds [UROCE_SIM_FIRST_SEED, +N) (default 1000 from 1)
 //   UROCE_SIM_SEED=S      run only seed S (replay); add UROCE_SIM_VERBOSE=1 for every post and
 //                         completion
+//   UROCE_SIM_RECOVERY=gbn|sr|mixed  loss recovery of Sim.ManySeeds (default gbn); the
+//                         ManySeedsSelectiveRepeat and ManySeedsMixed tests always use theirs
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -24,8 +26,17 @@ uint64_t env_u64(const char* name, uint64_t fallback) {
 
 constexpr uint64_t kDefaultSeeds = 1000;
 
-TEST(Sim, ManySeeds) {
+Recovery env_recovery() {
+  const char* v = std::getenv("UROCE_SIM_RECOVERY");
+  const std::string s = v == nullptr ? "" : v;
+  if (s == "sr") return Recovery::kSelectiveRepeat;
+  if (s == "mixed") return Recovery::kMixed;
+  return Recovery::kGoBackN;
+}
+
+void run_seeds(Recovery recovery) {
   SimOptions opt;
+  opt.recovery = recovery;
   opt.verbose = env_u64("UROCE_SIM_VERBOSE", 0) != 0;
   uint64_t first = env_u64("UROCE_SIM_FIRST_SEED", 1);
   uint64_t count = env_u64("UROCE_SIM_SEEDS", kDefaultSeeds);
@@ -51,25 +62,44 @@ TEST(Sim, ManySeeds) {
     total.packets_lost += r.stats.packets_lost;
     total.packets_corrupted += r.stats.packets_corrupted;
     total.retransmitted += r.stats.retransmitted;
+    total.retransmitted_bytes += r.stats.retransmitted_bytes;
+    total.ooo_buffered += r.stats.ooo_buffered;
+    total.ooo_dropped += r.stats.ooo_dropped;
     total.driver_steps += r.stats.driver_steps;
     total.virtual_ns += r.stats.virtual_ns;
     if (!r.ok) {
       ++failures;
       ADD_FAILURE() << "seed " << seed << " failed: " << r.failure << "\n  world: " << r.config
-                    << "\n  replay: " << replay_command(seed);
+                    << "\n  replay: " << replay_command(seed, recovery);
       if (failures >= 5) break;  // the first few say enough; the rest would bury them
     }
   }
   const double wall_s =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  std::printf(
-      "sim: %" PRIu64 " seeds from %" PRIu64 " in %.2f s: %" PRIu64 " WRs, %" PRIu64
-      " completions (%" PRIu64 " REM_ACCESS_ERR, %" PRIu64 " RETRY_EXC_ERR, %" PRIu64
-      " flushed), %" PRIu64 " bytes checked, %" PRIu64 " packets (%" PRIu64 " lost, %" PRIu64
-      " corrupted, %" PRIu64 " retransmitted), %" PRIu64 " driver steps, %.3f s virtual\n",
-      count, first, wall_s, total.wrs, total.completions, total.rem_access_err, total.retry_exc_err,
-      total.flushed, total.bytes_checked, total.packets_sent, total.packets_lost,
-      total.packets_corrupted, total.retransmitted, total.driver_steps, total.virtual_ns * 1e-9);
+  std::printf("sim (%s): %" PRIu64 " seeds from %" PRIu64 " in %.2f s: %" PRIu64 " WRs, %" PRIu64
+              " completions (%" PRIu64 " REM_ACCESS_ERR, %" PRIu64 " RETRY_EXC_ERR, %" PRIu64
+              " flushed), %" PRIu64 " bytes checked, %" PRIu64 " packets (%" PRIu64
+              " lost, %" PRIu64 " corrupted, %" PRIu64 " retransmitted, %" PRIu64
+              " held out of order, %" PRIu64 " dropped by a full reorder buffer), %" PRIu64
+              " driver steps, %.3f s virtual\n",
+              to_string(recovery), count, first, wall_s, total.wrs, total.completions,
+              total.rem_access_err, total.retry_exc_err, total.flushed, total.bytes_checked,
+              total.packets_sent, total.packets_lost, total.packets_corrupted, total.retransmitted,
+              total.ooo_buffered, total.ooo_dropped, total.driver_steps, total.virtual_ns * 1e-9);
+}
+
+TEST(Sim, ManySeeds) {
+  run_seeds(env_recovery());
+}
+
+// The same worlds (the workload and the network draw the same) with selective repeat on both
+// ends, and with each QP end's mode drawn (a selective-repeat requester against a go-back-N
+// responder must converge too).
+TEST(Sim, ManySeedsSelectiveRepeat) {
+  run_seeds(Recovery::kSelectiveRepeat);
+}
+TEST(Sim, ManySeedsMixed) {
+  run_seeds(Recovery::kMixed);
 }
 
 TEST(Sim, SameSeedSameTrace) {
@@ -89,13 +119,39 @@ TEST(Sim, SameSeedSameTrace) {
 
 TEST(Sim, HeavyLossStillCompletesEverything) {
   // Loss pinned at 10% on every seed here (the many-seeds test draws 0..10%).
-  SimOptions opt;
-  opt.loss = 0.10;
-  for (uint64_t seed = 500'000; seed < 500'020; ++seed) {
-    const SimResult r = run_world(seed, opt);
-    EXPECT_TRUE(r.ok) << "seed " << seed << ": " << r.failure << "\n  world: " << r.config;
-    EXPECT_GT(r.stats.packets_lost, 0u) << seed;
+  for (Recovery rec : {Recovery::kGoBackN, Recovery::kSelectiveRepeat, Recovery::kMixed}) {
+    SimOptions opt;
+    opt.loss = 0.10;
+    opt.recovery = rec;
+    for (uint64_t seed = 500'000; seed < 500'020; ++seed) {
+      const SimResult r = run_world(seed, opt);
+      EXPECT_TRUE(r.ok) << to_string(rec) << " seed " << seed << ": " << r.failure
+                        << "\n  world: " << r.config;
+      EXPECT_GT(r.stats.packets_lost, 0u) << seed;
+    }
   }
+}
+
+TEST(Sim, SelectiveRepeatHoldsPacketsAndResendsLess) {
+  // Over the same lossy worlds, selective repeat keeps out-of-order packets (so the reorder
+  // buffer is exercised) and sends fewer payload bytes again than go-back-N.
+  uint64_t gbn_bytes = 0, sr_bytes = 0, held = 0;
+  for (uint64_t seed = 600'000; seed < 600'040; ++seed) {
+    SimOptions opt;
+    opt.loss = 0.05;
+    const SimResult g = run_world(seed, opt);
+    opt.recovery = Recovery::kSelectiveRepeat;
+    const SimResult s = run_world(seed, opt);
+    ASSERT_TRUE(g.ok && s.ok) << seed << ": " << g.failure << s.failure;
+    gbn_bytes += g.stats.retransmitted_bytes;
+    sr_bytes += s.stats.retransmitted_bytes;
+    held += s.stats.ooo_buffered;
+  }
+  EXPECT_GT(held, 0u);
+  EXPECT_LT(sr_bytes, gbn_bytes);
+  std::printf("retransmitted bytes over 40 worlds at 5%% loss: go-back-N %" PRIu64
+              ", selective repeat %" PRIu64 "; %" PRIu64 " packets held\n",
+              gbn_bytes, sr_bytes, held);
 }
 
 }  // namespace
