@@ -17,8 +17,13 @@
 #include <cerrno>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
+#include <optional>
 #include <span>
+#include <string>
+#include <string_view>
+#include <vector>
 
 #include "common/result.h"
 #include "verbs/attrs.h"
@@ -31,7 +36,10 @@
 namespace uroce {
 
 using transport::Access;
+using transport::CcAlgorithm;
 using transport::Completion;
+using transport::CongestionConfig;
+using transport::LossRecovery;
 using transport::RecvWr;
 using transport::SendWr;
 using transport::Sge;
@@ -70,6 +78,98 @@ inline Result<Sge> sge(const MemoryRegion& mr, std::span<const std::byte> part) 
       part.size() > UINT32_MAX)
     return Err(EINVAL);
   return Sge{mr.iova() + (p - base), static_cast<uint32_t>(part.size()), mr.lkey()};
+}
+
+// Congestion control and loss recovery are chosen per QP when it is created, in QpInitAttr:
+//
+//   QpInitAttr init;  // ... CQs, caps
+//   init.congestion.algorithm = CcAlgorithm::kDcqcnMlx5;  // DCQCN (docs/cc.md); kOff by default
+//   init.congestion.line_rate_bps = 10e9;                  // where the rate starts and recovers to
+//   init.loss_recovery = LossRecovery::kSelectiveRepeat;   // both ends must choose it
+//
+// The names below are the ones the ABI's environment (UROCE_CC, UROCE_LOSS_RECOVERY) and
+// `uroce bench --cc/--recovery` accept. "dcqcn" is the mlx5 parameter set, what a ConnectX NIC
+// runs.
+inline std::optional<CcAlgorithm> parse_cc_algorithm(std::string_view s) {
+  if (s == "off" || s == "none") return CcAlgorithm::kOff;
+  if (s == "dcqcn" || s == "dcqcn-mlx5" || s == "mlx5") return CcAlgorithm::kDcqcnMlx5;
+  if (s == "dcqcn-paper" || s == "paper") return CcAlgorithm::kDcqcnPaper;
+  return std::nullopt;
+}
+inline const char* cc_algorithm_name(CcAlgorithm a) {
+  switch (a) {
+    case CcAlgorithm::kOff:
+      return "off";
+    case CcAlgorithm::kDcqcnPaper:
+      return "dcqcn-paper";
+    case CcAlgorithm::kDcqcnMlx5:
+      return "dcqcn-mlx5";
+  }
+  return "?";
+}
+inline std::optional<LossRecovery> parse_loss_recovery(std::string_view s) {
+  if (s == "gbn" || s == "go-back-n") return LossRecovery::kGoBackN;
+  if (s == "sr" || s == "selective-repeat") return LossRecovery::kSelectiveRepeat;
+  return std::nullopt;
+}
+inline const char* loss_recovery_name(LossRecovery r) {
+  return r == LossRecovery::kSelectiveRepeat ? "sr" : "gbn";
+}
+
+// The line rate the ABI and `uroce bench` give DCQCN unless told otherwise: about what one core of
+// a software NIC moves, so a cut bites at once. Set it to the link's speed.
+inline constexpr double kDefaultCcLineRateBps = 10e9;
+
+// The per-QP choices a process makes through its environment (the ABI applies them to every QP it
+// creates; docs/cc.md):
+//   UROCE_CC=off|dcqcn|dcqcn-mlx5|dcqcn-paper   (default off)
+//   UROCE_CC_LINE_GBPS=<Gb/s>                    (default 10; 0.001 .. 1000)
+//   UROCE_CC_CNP_INTERVAL_US=<us>                (default: the parameter set's; 0 .. 1000000)
+//   UROCE_LOSS_RECOVERY=gbn|sr                   (default gbn)
+// A value that does not parse is skipped (the default stays) and described in `errors`.
+struct QpTransportOptions {
+  CongestionConfig congestion;
+  LossRecovery loss_recovery = LossRecovery::kGoBackN;
+};
+template <typename GetEnv = decltype(&std::getenv)>
+QpTransportOptions qp_transport_options_from_env(std::vector<std::string>* errors,
+                                                 GetEnv get = &std::getenv) {
+  QpTransportOptions o;
+  o.congestion.line_rate_bps = kDefaultCcLineRateBps;
+  auto bad = [&](const char* var, const char* value, const char* why) {
+    if (errors) errors->push_back(std::string(var) + "=" + value + ": " + why);
+  };
+  auto number = [](const char* text, double lo, double hi) -> std::optional<double> {
+    char* end = nullptr;
+    double v = std::strtod(text, &end);
+    if (end == text || *end != '\0' || !(v >= lo && v <= hi)) return std::nullopt;
+    return v;
+  };
+  if (const char* v = get("UROCE_CC"); v && *v) {
+    if (auto a = parse_cc_algorithm(v))
+      o.congestion.algorithm = *a;
+    else
+      bad("UROCE_CC", v, "expected off, dcqcn, dcqcn-mlx5 or dcqcn-paper");
+  }
+  if (const char* v = get("UROCE_CC_LINE_GBPS"); v && *v) {
+    if (auto g = number(v, 0.001, 1000))
+      o.congestion.line_rate_bps = *g * 1e9;
+    else
+      bad("UROCE_CC_LINE_GBPS", v, "expected Gb/s between 0.001 and 1000");
+  }
+  if (const char* v = get("UROCE_CC_CNP_INTERVAL_US"); v && *v) {
+    if (auto us = number(v, 0, 1e6))
+      o.congestion.cnp_interval_ns = static_cast<Nanos>(*us * 1000);
+    else
+      bad("UROCE_CC_CNP_INTERVAL_US", v, "expected microseconds between 0 and 1000000");
+  }
+  if (const char* v = get("UROCE_LOSS_RECOVERY"); v && *v) {
+    if (auto r = parse_loss_recovery(v))
+      o.loss_recovery = *r;
+    else
+      bad("UROCE_LOSS_RECOVERY", v, "expected gbn or sr");
+  }
+  return o;
 }
 
 // What one side of a connection tells the other (out of band) to connect an RC or UC QP.

@@ -1,17 +1,22 @@
 #include "transport/congestion.h"
 
+#include <algorithm>
+
 #include "transport/qp.h"
 
 namespace uroce::transport {
 
-void Congestion::configure(const CongestionConfig& config, cc::Pacer& pacer) {
+void Congestion::configure(const CongestionConfig& config, cc::Pacer& pacer, QpCounters& counters) {
+  counters_ = &counters;
   if (config == config_ && rp_.has_value() == (config.algorithm != CcAlgorithm::kOff)) return;
   config_ = config;
   cnp_pending_ = false;
+  cuts_seen_ = 0;
   switch (config.algorithm) {
     case CcAlgorithm::kOff:
       rp_.reset();
       np_ = cc::CnpPacer();
+      counters.dcqcn_rate_mbps = counters.dcqcn_min_rate_mbps = 0;
       return;
     case CcAlgorithm::kDcqcnPaper:
       rp_.emplace(cc::DcqcnParams::paper(config.line_rate_bps));
@@ -24,6 +29,7 @@ void Congestion::configure(const CongestionConfig& config, cc::Pacer& pacer) {
   }
   // A flow starts at line rate (DCQCN has no slow start); the pacer holds it there until a CNP.
   pacer.set_rate(rp_->rate_bps(), pacer.burst_bytes());
+  counters.dcqcn_rate_mbps = counters.dcqcn_min_rate_mbps = rp_->rate_bps() / 1'000'000;
 }
 
 void Congestion::on_ce(Nanos now) {
@@ -48,7 +54,15 @@ bool Congestion::take_cnp(uint32_t dest_qpn, const wire::AddressVector& path, wi
 }
 
 void Congestion::apply_rate(Nanos now, cc::Pacer& pacer) {
-  if (pacer.rate_bps() != rp_->rate_bps()) pacer.set_rate_at(now, rp_->rate_bps());
+  const uint64_t rate = rp_->rate_bps();
+  if (pacer.rate_bps() != rate) pacer.set_rate_at(now, rate);
+  // Every rate change passes here, so the counters follow the reaction point exactly; a cut due
+  // later (mlx5's once-per-period cut) is counted when the timer carries it out.
+  const uint64_t cuts = rp_->counters().cuts;
+  counters_->rate_cuts += cuts - cuts_seen_;
+  cuts_seen_ = cuts;
+  counters_->dcqcn_rate_mbps = rate / 1'000'000;
+  counters_->dcqcn_min_rate_mbps = std::min(counters_->dcqcn_min_rate_mbps, rate / 1'000'000);
 }
 
 void Congestion::on_cnp(Nanos now, cc::Pacer& pacer) {

@@ -34,7 +34,8 @@ class Congestion {
  public:
   // (Re)starts congestion control when the configuration changes; an unchanged configuration (the
   // verbs layer passes the whole attribute set at every transition) keeps the current state.
-  void configure(const CongestionConfig& config, cc::Pacer& pacer);
+  // `counters` (the QP's, which outlive this object) get the rate cuts and the rate gauges.
+  void configure(const CongestionConfig& config, cc::Pacer& pacer, QpCounters& counters);
   bool enabled() const { return rp_.has_value(); }
 
   // NP: a packet carrying CE arrived for this (RC/UC) QP. Makes a CNP pending if the interval
@@ -62,6 +63,8 @@ class Congestion {
   void apply_rate(Nanos now, cc::Pacer& pacer);
 
   CongestionConfig config_;
+  QpCounters* counters_ = nullptr;
+  uint64_t cuts_seen_ = 0;  // rp_->counters().cuts already added to counters_->rate_cuts
   std::optional<cc::Dcqcn> rp_;
   cc::CnpPacer np_;
   bool cnp_pending_ = false;

@@ -76,7 +76,7 @@ class QpImpl final : public TransportQp {
     responder_.configure();
     // UD has no connection to pace or to notify (docs/cc.md): congestion control is RC/UC only.
     congestion_.configure(ctx_.type == QpType::kUd ? CongestionConfig{} : config.congestion,
-                          ctx_.pacer);
+                          ctx_.pacer, ctx_.counters);
   }
 
   void set_state(QpState state) override {

@@ -140,6 +140,11 @@ struct QpInitAttr {
   QpCapabilities cap;
   QpType qp_type = QpType::kRc;
   bool sq_sig_all = false;
+  // uroce extensions, not in ibv_qp_init_attr (the ABI fills them from the environment): DCQCN
+  // on this RC/UC QP (off by default, as before it existed) and how it recovers lost packets
+  // (selective repeat must be chosen on both ends). Passed to the transport at every configure.
+  transport::CongestionConfig congestion;
+  transport::LossRecovery loss_recovery = transport::LossRecovery::kGoBackN;
 };
 
 // == ibv_srq_attr.
@@ -201,8 +206,13 @@ struct PortAttr {
 
 // One named counter. Names follow rdma-core's hw_counters (mlx5 naming) where one exists.
 struct Counter {
+  // How a device combines one counter over its QPs. Event counts add up, and a destroyed QP's
+  // stay in the total; a gauge (a current value, e.g. a DCQCN rate) covers live QPs only: their
+  // sum (kGaugeSum) or the smallest non-zero one (kGaugeMin, 0 = none).
+  enum class Kind : uint8_t { kCount, kGaugeSum, kGaugeMin };
   std::string_view name;
   uint64_t value = 0;
+  Kind kind = Kind::kCount;
 };
 
 }  // namespace uroce::verbs

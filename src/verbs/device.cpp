@@ -111,6 +111,9 @@ void Device::unregister_qp(QueuePair* qp) {
     UROCE_CHECK(retired_.size() == c.size());
     for (size_t i = 0; i < c.size(); ++i) retired_[i].value += c[i].value;
   }
+  // A gauge describes a live QP: a destroyed one leaves nothing behind.
+  for (Counter& r : retired_)
+    if (r.kind != Counter::Kind::kCount) r.value = 0;
 }
 
 void Device::post_to_all_contexts(const AsyncEvent& e) {
@@ -192,7 +195,14 @@ std::vector<Counter> Device::counters() const {
       continue;
     }
     UROCE_CHECK(total.size() == c.size());
-    for (size_t i = 0; i < c.size(); ++i) total[i].value += c[i].value;
+    for (size_t i = 0; i < c.size(); ++i) {
+      if (c[i].kind == Counter::Kind::kGaugeMin) {
+        if (c[i].value != 0 && (total[i].value == 0 || c[i].value < total[i].value))
+          total[i].value = c[i].value;
+      } else {
+        total[i].value += c[i].value;
+      }
+    }
   }
   const link::LinkCounters& l = link_.counters();
   std::vector<Counter> own = {

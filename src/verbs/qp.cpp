@@ -298,6 +298,8 @@ transport::QpConfig QueuePair::config() const {
   c.pkey = 0xffff;
   if (auto av = make_address_vector(attr_.ah_attr, dev_, qpn_, attr_.dest_qp_num)) c.path = *av;
   c.sq_sig_all = init_.sq_sig_all;
+  c.congestion = init_.congestion;
+  c.loss_recovery = init_.loss_recovery;
   return c;
 }
 
@@ -429,6 +431,10 @@ std::vector<Counter> QueuePair::counters() const {
       {"np_ecn_marked_roce_packets", t.ce_marked},
       {"np_cnp_sent", t.cnps_sent},
       {"rp_cnp_handled", t.cnps_received},
+      // DCQCN's reaction point; mlx5 has no hw_counters for these, so the names are uroce's.
+      {"rp_cnp_rate_cuts", t.rate_cuts},
+      {"rp_rate_mbps", t.dcqcn_rate_mbps, Counter::Kind::kGaugeSum},
+      {"rp_min_rate_mbps", t.dcqcn_min_rate_mbps, Counter::Kind::kGaugeMin},
       {"rnr_nak_retry_err", rnr_nak_retry_err_.load()},
       {"req_cqe_error", req_cqe_error_.load()},
       {"resp_cqe_error", resp_cqe_error_.load()},

@@ -13,6 +13,7 @@
 #include <fstream>
 #include <memory>
 
+#include "api/uroce.h"
 #include "cli/node.h"
 #include "core/pattern.h"
 #include "core/report.h"
@@ -139,6 +140,29 @@ struct StepOutcome {
   LatencySummary lat;
 };
 
+// One row of --interval: what completed in (t - interval, t] and where DCQCN stood at t.
+struct IntervalSample {
+  uint64_t bytes = 0;  // the message size
+  double t_s = 0;      // since the size started
+  double gbps = 0;
+  uint64_t rate_mbps = 0;  // the QP's DCQCN rate; 0 with congestion control off
+  uint64_t rate_cuts = 0;  // so far, on this QP
+  uint64_t cnps_handled = 0;
+};
+
+uint64_t find_counter(const std::vector<verbs::Counter>& cs, std::string_view name) {
+  for (const auto& c : cs)
+    if (c.name == name) return c.value;
+  return 0;
+}
+
+std::string format_interval(const IntervalSample& s) {
+  return fmt::format(
+      " interval {:>8.3f} s {:>10} B {:>9.3f} Gb/s  dcqcn rate {:>7} Mb/s  cuts {:>7}"
+      "  cnps {:>7}\n",
+      s.t_s, s.bytes, s.gbps, s.rate_mbps, s.rate_cuts, s.cnps_handled);
+}
+
 class Client {
  public:
   Client(const BenchOptions& o, Node& node, uint64_t region)
@@ -159,6 +183,8 @@ class Client {
     }
     return out;
   }
+
+  const std::vector<IntervalSample>& intervals() const { return intervals_; }
 
   // The client's own verdict (read and ping-pong data land here).
   int64_t verify_local(uint64_t iterations) const {
@@ -209,9 +235,18 @@ class Client {
     done.reserve(p_.duration_ms ? 1 << 16 : goal);
     Completion wc[64];
     Nanos start = monotonic_ns(), end = end_time(start), last = start;
+    const Nanos interval = static_cast<Nanos>(o_.interval_s * 1e9);
+    Nanos tick_at = interval ? start + interval : kNever, tick_from = start;
+    uint64_t tick_completed = 0;
     while (completed < posted || posted < goal) {
       Nanos now = monotonic_ns();
       if (now >= end) goal = posted;
+      if (now >= tick_at) {
+        sample_interval(now - start, now - tick_from, completed - tick_completed);
+        tick_from = now;
+        tick_completed = completed;
+        tick_at = std::max(tick_at + interval, now);  // a late tick is not repeated
+      }
       while (posted < goal && posted - completed < p_.depth) {
         if (p_.test == BenchTest::kAtomic && p_.verify && posted >= seen_.size())
           seen_.resize(std::max<size_t>(1024, seen_.size() * 2), false);
@@ -335,6 +370,26 @@ class Client {
     return kOk;
   }
 
+  // Bounded like the completion record: a longer run keeps its first kMaxIntervals rows.
+  static constexpr size_t kMaxIntervals = 1u << 20;
+  void sample_interval(Nanos since_start, Nanos span, uint64_t messages) {
+    if (intervals_.size() >= kMaxIntervals) return;
+    std::vector<verbs::Counter> cs = node_.qp_counters();
+    IntervalSample s;
+    s.bytes = size_;
+    s.t_s = static_cast<double>(since_start) / 1e9;
+    uint64_t per = p_.test == BenchTest::kAtomic ? 8 : size_;
+    s.gbps = span ? static_cast<double>(messages * per) * 8 / static_cast<double>(span) : 0;
+    s.rate_mbps = find_counter(cs, "rp_rate_mbps");
+    s.rate_cuts = find_counter(cs, "rp_cnp_rate_cuts");
+    s.cnps_handled = find_counter(cs, "rp_cnp_handled");
+    intervals_.push_back(s);
+    if (o_.json_path != "-") {
+      fmt::print("{}", format_interval(s));
+      std::fflush(stdout);
+    }
+  }
+
   const BenchOptions& o_;
   const BenchParams& p_;
   Node& node_;
@@ -343,6 +398,7 @@ class Client {
   uint64_t size_ = 0;
   uint64_t recv_posted_ = 0;
   std::vector<bool> seen_;
+  std::vector<IntervalSample> intervals_;
 };
 
 // ---- Server ------------------------------------------------------------------------------------
@@ -506,6 +562,8 @@ NodeOptions node_options(const BenchOptions& o, const BenchParams& p) {
   n.retry_cnt = o.retry_cnt;
   n.rnr_retry = o.rnr_retry;
   n.pcap_path = o.pcap_path;
+  n.congestion = o.congestion;
+  n.loss_recovery = o.loss_recovery;
   return n;
 }
 
@@ -638,6 +696,11 @@ int run_bench_client(const BenchOptions& o) {
   bool table = o.json_path != "-";
   bool lat = p.mode == BenchMode::kLatency;
   if (table) {
+    if (o.congestion.algorithm != transport::CcAlgorithm::kOff ||
+        o.loss_recovery != transport::LossRecovery::kGoBackN)
+      fmt::print(" Congestion control: {} (line rate {} Gb/s), loss recovery: {}\n",
+                 cc_algorithm_name(o.congestion.algorithm), o.congestion.line_rate_bps / 1e9,
+                 loss_recovery_name(o.loss_recovery));
     fmt::print("{}{}", format_header(info), lat ? format_lat_columns() : format_bw_columns());
     std::fflush(stdout);
   }
@@ -681,6 +744,25 @@ int run_bench_client(const BenchOptions& o) {
     std::fflush(stdout);
   }
   json.end_array();
+  json.begin_object("cc")
+      .field("algorithm", cc_algorithm_name(o.congestion.algorithm))
+      .field("line_rate_gbps", o.congestion.line_rate_bps / 1e9)
+      .field("recovery", loss_recovery_name(o.loss_recovery))
+      .end_object();
+  if (o.interval_s > 0) {
+    json.begin_array("intervals");
+    for (const IntervalSample& s : client.intervals()) {
+      json.begin_object()
+          .field("bytes", s.bytes)
+          .field("t_s", s.t_s)
+          .field("gbps", s.gbps)
+          .field("dcqcn_rate_mbps", s.rate_mbps)
+          .field("rate_cuts", s.rate_cuts)
+          .field("cnps_handled", s.cnps_handled)
+          .end_object();
+    }
+    json.end_array();
+  }
   (void)ch->send(OobType::kBye, {});
   auto cm = ch->expect(OobType::kCounters, kOobTimeoutMs);
   CounterList local = to_list(node->device_counters());

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/oob.h"
+#include "transport/qp.h"
 
 namespace uroce::tools {
 
@@ -25,6 +26,13 @@ struct BenchOptions {
   std::string stats_path;  // counters of both sides, "side.name value" per line
   bool print_counters = false;
   bool quiet = false;
+  // Each side applies its own (--cc, --line-rate, --recovery): congestion control may differ
+  // between the ends, loss recovery must not (selective repeat on both or neither).
+  transport::CongestionConfig congestion;
+  transport::LossRecovery loss_recovery = transport::LossRecovery::kGoBackN;
+  // Client, bandwidth: every `interval_s` seconds (0 = never) a row of the Gb/s completed in the
+  // interval and the QP's DCQCN rate, in the table and in the JSON's "intervals".
+  double interval_s = 0;
 };
 
 // Exit codes: 0 ok; 1 usage or setup; 2 out-of-band failure; 3 a work request failed;

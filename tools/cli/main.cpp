@@ -6,11 +6,12 @@
 
 #include <CLI/CLI.hpp>
 #include <array>
-#include <cstring>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
+#include "api/uroce.h"
 #include "cli/bench.h"
 #include "cli/commands.h"
 #include "core/sizes.h"
@@ -31,6 +32,9 @@ struct BenchCli {
   // 1024), 1024 on 1500-byte Ethernet, where 4096-byte datagrams with DF set could not pass.
   uint32_t mtu = 0, depth = 128;
   unsigned timeout = 14, retry_cnt = 7, rnr_retry = 7;
+  std::string cc = "off", recovery = "gbn";
+  double line_rate_gbps = kDefaultCcLineRateBps / 1e9;
+  double cnp_interval_us = 0;
 };
 
 void add_bench(CLI::App& app, BenchCli& b) {
@@ -68,6 +72,21 @@ void add_bench(CLI::App& app, BenchCli& b) {
   c->add_option("--pcap", b.o.pcap_path, "capture every frame sent and received to FILE");
   c->add_flag("--stats", b.o.print_counters, "print both sides' counters at the end");
   c->add_option("--stats-file", b.o.stats_path, "write both sides' counters to FILE (uroce stat)");
+  c->add_option("--cc", b.cc,
+                "congestion control of this side's QP: off | dcqcn (= dcqcn-mlx5) | dcqcn-paper")
+      ->check(CLI::IsMember({"off", "dcqcn", "dcqcn-mlx5", "dcqcn-paper"}));
+  c->add_option("--line-rate", b.line_rate_gbps,
+                "DCQCN's line rate in Gb/s: where the rate starts and recovers to (default 10)")
+      ->check(CLI::Range(0.001, 1000.0));
+  c->add_option("--cnp-interval", b.cnp_interval_us,
+                "microseconds between two CNPs this side sends (default: the parameter set's)")
+      ->check(CLI::Range(0.0, 1e6));
+  c->add_option("--recovery", b.recovery,
+                "loss recovery: gbn (go-back-N) | sr (selective repeat; pass it to both sides)")
+      ->check(CLI::IsMember({"gbn", "sr"}));
+  c->add_option("--interval", b.o.interval_s,
+                "client, bandwidth: print Gb/s and the DCQCN rate every N seconds (e.g. 0.1)")
+      ->check(CLI::Range(0.001, 3600.0));
   c->add_option("--accept-timeout", b.o.accept_timeout_s, "seconds to wait for the peer")
       ->default_val(60);
   c->add_option("--stall-timeout", b.o.stall_timeout_s,
@@ -103,6 +122,10 @@ int run_bench(BenchCli& b) {
   b.o.timeout = static_cast<uint8_t>(b.timeout);
   b.o.retry_cnt = static_cast<uint8_t>(b.retry_cnt);
   b.o.rnr_retry = static_cast<uint8_t>(b.rnr_retry);
+  b.o.congestion.algorithm = parse_cc_algorithm(b.cc).value_or(CcAlgorithm::kOff);
+  b.o.congestion.line_rate_bps = b.line_rate_gbps * 1e9;
+  b.o.congestion.cnp_interval_ns = static_cast<Nanos>(b.cnp_interval_us * 1000);
+  b.o.loss_recovery = parse_loss_recovery(b.recovery).value_or(LossRecovery::kGoBackN);
   for (const auto& s : b.sizes) {
     auto v = parse_size(s);
     if (!v) {

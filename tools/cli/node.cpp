@@ -169,6 +169,8 @@ std::unique_ptr<Node> Node::open(const NodeOptions& options, std::string& error)
   qa.cap.max_send_sge = 1;
   qa.cap.max_recv_sge = 1;
   qa.cap.max_inline_data = 0;
+  qa.congestion = options.congestion;
+  qa.loss_recovery = options.loss_recovery;
   auto qp = n->pd_->create_qp(qa);
   if (!qp) return fail("create_qp", qp.error());
   n->qp_ = std::move(*qp);

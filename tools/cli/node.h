@@ -31,6 +31,9 @@ struct NodeOptions {
   uint8_t rnr_retry = 7;  // 7 = infinite (IBA 9.7.5.2.8)
   uint8_t max_rd_atomic = 16;
   std::string pcap_path;  // empty: no capture
+  // Per-QP switches (verbs::QpInitAttr): DCQCN off by default; selective repeat needs both ends.
+  transport::CongestionConfig congestion;
+  transport::LossRecovery loss_recovery = transport::LossRecovery::kGoBackN;
 };
 
 Nanos monotonic_ns();

@@ -2,6 +2,7 @@
 
 #include <arpa/inet.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -143,6 +144,17 @@ ConfigResult load_device_config() {
   r = parse_device_list("uroce0=127.0.0.1");
   r.source = "default";
   return r;
+}
+
+const QpTransportOptions& qp_transport_options() {
+  // A function-local static: initialised once, thread-safely, at the first QP.
+  static const QpTransportOptions options = [] {
+    std::vector<std::string> errors;
+    QpTransportOptions o = qp_transport_options_from_env(&errors);
+    for (const std::string& e : errors) std::fprintf(stderr, "uroce: %s\n", e.c_str());
+    return o;
+  }();
+  return options;
 }
 
 }  // namespace uroce::abi

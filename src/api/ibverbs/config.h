@@ -12,6 +12,7 @@
 #include <string_view>
 #include <vector>
 
+#include "api/uroce.h"
 #include "common/types.h"
 
 namespace uroce::abi {
@@ -40,5 +41,10 @@ ConfigResult parse_device_list(std::string_view text);
 ConfigResult parse_config_file(std::string_view text);
 // Applies the precedence above, reading the environment and the file system.
 ConfigResult load_device_config();
+
+// Congestion control and loss recovery for every QP this process creates, from UROCE_CC,
+// UROCE_CC_LINE_GBPS, UROCE_CC_CNP_INTERVAL_US and UROCE_LOSS_RECOVERY (api/uroce.h). Read once;
+// a bad value is reported once on stderr and its default kept.
+const QpTransportOptions& qp_transport_options();
 
 }  // namespace uroce::abi
