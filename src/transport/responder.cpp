@@ -133,10 +133,7 @@ void Responder::hold(const wire::TransportHeaders& h, std::span<const uint8_t> p
   const auto tell = [&] {
     // One NAK per hole (the go-back-N rule, IBA 9.7.5.2.3): it names the first missing PSN, and
     // a selective-repeat requester resends that packet only.
-    if (nak_outstanding_) return;
-    ++ctx_.counters.seq_naks_sent;
-    queue_nak(epsn_, wire::Aeth::nak(msn_, wire::NakCode::kPsnSequenceError));
-    nak_outstanding_ = true;
+    if (!nak_outstanding_) queue_seq_nak();
   };
   // Beyond the buffer (a peer whose window is larger than it, or a ghost), longer than any valid
   // packet, or over the byte budget: a counted drop. The requester recovers it by going back or by
@@ -192,13 +189,30 @@ void Responder::drain() {
     // The filled hole revealed the next one, and packets behind it are already here: name it at
     // once rather than waiting for another out-of-order arrival. The NAK also acknowledges
     // everything before it (IBA 9.7.5.2.3).
-    ++ctx_.counters.seq_naks_sent;
-    queue_nak(epsn_, wire::Aeth::nak(msn_, wire::NakCode::kPsnSequenceError));
-    nak_outstanding_ = true;
+    queue_seq_nak();
   } else if (unacked_ > 0) {
     // Caught up: acknowledge what the held packets completed, so the requester retires them now.
     queue_ack(epsn_ - 1);
   }
+}
+
+void Responder::queue_seq_nak() {
+  ++ctx_.counters.seq_naks_sent;
+  nak_outstanding_ = true;
+  const wire::Aeth aeth = wire::Aeth::nak(msn_, wire::NakCode::kPsnSequenceError);
+  if (resp_tail_ != resp_head_) {
+    Response& tail = responses_[(resp_tail_ - 1) % responses_.size()];
+    if (tail.kind == Response::Kind::kAck && tail.aeth.type() == wire::AckType::kAck) {
+      // The NAK acknowledges everything before its PSN (IBA 9.7.5.2.3): it replaces an ACK not
+      // yet sent instead of following it.
+      ++ctx_.counters.naks_sent;
+      tail.psn = epsn_;
+      tail.aeth = aeth;
+      unacked_ = 0;
+      return;
+    }
+  }
+  queue_nak(epsn_, aeth);
 }
 
 void Responder::release_held(Psn from, bool all) {

@@ -86,6 +86,8 @@ class Responder {
   // Frees the slots of PSNs in [from, epsn) that never became packets of their own (a READ's
   // response PSNs) and forgets everything if `all`.
   void release_held(Psn from, bool all);
+  // PSN Sequence Error NAK naming epsn, the first missing PSN.
+  void queue_seq_nak();
   Held& slot(Psn psn) { return held_[psn.value() % kReorderSlots]; }
   void receive_uc(const RxPacket& pkt);
   void receive_ud(const RxPacket& pkt);

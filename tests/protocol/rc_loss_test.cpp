@@ -1,11 +1,25 @@
 // Two RC QPs over a seeded lossy, duplicating, reordering wire: every WR completes once,
-// successfully, in order; data lands intact; atomics execute exactly once.
+// successfully, in order; data lands intact; atomics execute exactly once. Each seed runs with
+// go-back-N on both ends, selective repeat on both ends, and each against the other.
 #include "pair.h"
 
 namespace uroce::transport::test {
 namespace {
 
-class RcLoss : public ::testing::TestWithParam<uint64_t> {};
+struct Modes {
+  LossRecovery a, b;
+};
+class RcLoss : public ::testing::TestWithParam<std::tuple<uint64_t, int>> {
+ protected:
+  static constexpr Modes kModes[] = {
+      {LossRecovery::kGoBackN, LossRecovery::kGoBackN},
+      {LossRecovery::kSelectiveRepeat, LossRecovery::kSelectiveRepeat},
+      {LossRecovery::kSelectiveRepeat, LossRecovery::kGoBackN},
+      {LossRecovery::kGoBackN, LossRecovery::kSelectiveRepeat},
+  };
+  uint64_t seed() const { return std::get<0>(GetParam()); }
+  Modes modes() const { return kModes[std::get<1>(GetParam())]; }
+};
 
 TEST_P(RcLoss, EveryOperationCompletesOnceInOrderWithIntactData) {
   QpConfig cfg;
@@ -18,7 +32,18 @@ TEST_P(RcLoss, EveryOperationCompletesOnceInOrderWithIntactData) {
   cfg.max_dest_rd_atomic = 4;
   cfg.max_psn_window = 64;
   Pair p(QpType::kRc, cfg, 0xfffff0, 0xffffe0);  // both PSN spaces wrap during the run
-  Lossy w(GetParam(), 0.08, 0.05, 0.05);
+  {
+    // Each end's own loss recovery, set before anything is sent (configure takes it all again).
+    cfg.qp_access_flags = kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
+    QpConfig ca = cfg, cb = cfg;
+    ca.dest_qpn = Pair::kQpnB, ca.sq_psn = Psn(0xfffff0), ca.rq_psn = Psn(0xffffe0);
+    cb.dest_qpn = Pair::kQpnA, cb.sq_psn = Psn(0xffffe0), cb.rq_psn = Psn(0xfffff0);
+    ca.loss_recovery = modes().a;
+    cb.loss_recovery = modes().b;
+    p.a.qp->configure(ca);
+    p.b.qp->configure(cb);
+  }
+  Lossy w(seed(), 0.08, 0.05, 0.05);
   auto& src = p.a.memory.add(64 * 1024, kAccessLocalWrite);
   auto& rd = p.a.memory.add(64 * 1024, kAccessLocalWrite);
   auto& rbuf = p.b.memory.add(64 * 1024, kAccessLocalWrite);
@@ -28,7 +53,7 @@ TEST_P(RcLoss, EveryOperationCompletesOnceInOrderWithIntactData) {
   target.data = pattern(target.data.size(), 9);
   std::vector<uint8_t> expect_target = target.data;
   const std::vector<uint8_t> read_source = target.data;  // READs read the lower half only
-  std::mt19937_64 gen(GetParam() * 7 + 1);
+  std::mt19937_64 gen(seed() * 7 + 1);
   constexpr int kOps = 120;
   std::vector<Sge> sges(kOps);
   uint64_t adds = 0;
@@ -90,13 +115,18 @@ TEST_P(RcLoss, EveryOperationCompletesOnceInOrderWithIntactData) {
   EXPECT_EQ(p.a.qp->state(), QpState::kRts);
   EXPECT_EQ(p.b.qp->state(), QpState::kRts);
   EXPECT_GT(p.a.qp->counters().retransmitted_packets, 0u);
-  std::printf("seed %lu: tx %lu retx %lu timeouts %lu seqnak %lu dup %lu virtual %lu us\n",
-              GetParam(), p.a.qp->counters().tx_packets, p.a.qp->counters().retransmitted_packets,
-              p.a.qp->counters().local_ack_timeouts, p.a.qp->counters().seq_naks_received,
-              p.b.qp->counters().duplicate_requests, (p.now - 1000000) / 1000);
+  std::printf(
+      "seed %lu modes %d: tx %lu retx %lu timeouts %lu seqnak %lu dup %lu held %lu virtual %lu "
+      "us\n",
+      seed(), std::get<1>(GetParam()), p.a.qp->counters().tx_packets,
+      p.a.qp->counters().retransmitted_packets, p.a.qp->counters().local_ack_timeouts,
+      p.a.qp->counters().seq_naks_received, p.b.qp->counters().duplicate_requests,
+      p.b.qp->counters().ooo_buffered, (p.now - 1000000) / 1000);
 }
 
-INSTANTIATE_TEST_SUITE_P(Seeds, RcLoss, ::testing::Values(1, 2, 3, 4, 5, 6, 7, 8));
+INSTANTIATE_TEST_SUITE_P(Seeds, RcLoss,
+                         ::testing::Combine(::testing::Values(1, 2, 3, 4, 5, 6, 7, 8),
+                                            ::testing::Range(0, 4)));
 
 }  // namespace
 }  // namespace uroce::transport::test
