@@ -154,6 +154,7 @@ struct UdpLink::TxSlot {
   uint32_t parts = 0, payload_len = 0;
   uint8_t pad = 0;
   uint8_t tos = 0;  // DSCP << 2 | ECN
+  bool response = false;  // ACK, READ response or atomic ACK
   Gid dgid{};
   std::array<uint8_t, 8> tail{};  // pad zeros, then the ICRC
 
@@ -241,6 +242,7 @@ int UdpLink::setup() {
   if (options_.gro) gro_ = ::setsockopt(fd_, IPPROTO_UDP, UDP_GRO, &one, sizeof one) == 0;
 
   tx_.resize(options_.tx_queue_packets);
+  tx_scratch_.resize(options_.tx_queue_packets);
   rx_.resize(options_.mmsg ? options_.rx_batch : 1);
   for (RxBuffer& b : rx_) b.data.resize(gro_ ? kRxBufferBytes : kRxBufferBytes / 4);
   return 0;
@@ -274,7 +276,26 @@ void UdpLink::transmit(const wire::TxPacket& p) {
   const uint8_t ecn = options_.ecn && p.ect ? static_cast<uint8_t>(wire::Ecn::kEct0) : 0;
   s.tos = static_cast<uint8_t>((p.dest->traffic_class & 0xfc) | ecn);
   s.dgid = p.dest->dgid;
+  s.response = wire::opcode_info(p.header[0]).is_response();
+  tx_responses_ += s.response;
   ++tx_count_;
+}
+
+// Requests, then responses, each in the order queued. A QP's transport puts its responder's
+// output (ACKs above all) before its requester's, which on a ping-pong puts the ACK of the last
+// message in front of the reply: the reply would wait for the kernel to deliver the ACK. The two
+// are separate PSN streams (IBA 9.7.1: requests carry the requester's PSNs, responses the
+// responder's), so their relative order is free; within each stream the order is kept.
+void UdpLink::requests_first() {
+  if (tx_responses_ == 0 || tx_responses_ == tx_count_) return;
+  size_t requests = 0, responses = 0;
+  for (size_t i = 0; i < tx_count_; ++i) {
+    if (tx_[i].response)
+      tx_scratch_[responses++] = tx_[i];
+    else if (requests++ != i)
+      tx_[requests - 1] = tx_[i];
+  }
+  std::copy_n(tx_scratch_.begin(), responses, tx_.begin() + static_cast<ptrdiff_t>(requests));
 }
 
 // A run starting at slot k that one send carries: with GSO, following packets to the same peer
@@ -300,6 +321,7 @@ size_t UdpLink::run_end(size_t k, size_t limit) const {
 }
 
 void UdpLink::flush() {
+  requests_first();
   size_t i = 0;
   while (i < tx_count_) {
     // Up to kMaxMmsg messages (each a GSO run or a single packet) go in one sendmmsg.
@@ -309,6 +331,7 @@ void UdpLink::flush() {
     i = end;
   }
   tx_count_ = 0;
+  tx_responses_ = 0;
 }
 
 namespace {

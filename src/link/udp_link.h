@@ -85,6 +85,7 @@ class UdpLink final : public Link {
   explicit UdpLink(const UdpLinkOptions& options);
   int setup();
   size_t run_end(size_t k, size_t limit) const;
+  void requests_first();
   size_t seal(TxSlot& slot, const uint8_t* dst_ip, uint16_t ip_id, struct iovec* iov);
   void send_messages(size_t first_slot, size_t slots);
   size_t send_batch(struct mmsghdr* msgs, size_t count);
@@ -102,6 +103,8 @@ class UdpLink final : public Link {
 
   std::vector<TxSlot> tx_;
   size_t tx_count_ = 0;
+  size_t tx_responses_ = 0;          // of the tx_count_ queued, how many are responses
+  std::vector<TxSlot> tx_scratch_;   // requests_first()'s room, sized with tx_
 
   std::vector<RxBuffer> rx_;
   size_t rx_filled_ = 0;       // datagrams from the last recvmmsg

@@ -172,14 +172,25 @@ Nanos Device::progress(Nanos now, size_t budget) {
     link_.flush();  // nothing queued: no system call
     return sent;
   };
-  // Optionally transmit before receiving as well as after: what was posted since the last pass
-  // leaves at once instead of behind a receive system call (one syscall less per ping-pong half
-  // trip), and what the received packets caused (ACKs, READ responses) still leaves in this pass.
-  size_t sent = config_.transmit_before_receive ? transmit(budget) : 0;
-  size_t received = link_.poll([this, now](const wire::RxPacket& p) { deliver(p, now); }, budget);
-  sent += transmit(budget - sent);
+  // Either receive, then send what was posted and what the received packets caused; or (for a
+  // caller that posts and polls between passes on the same thread) send first, then receive,
+  // leaving what the received packets caused (ACKs, READ responses) to the next pass's send. The
+  // second order makes a ping-pong's reply leave at once instead of behind a receive system call,
+  // and lets the ACK of the message it answers share the reply's send call (the link puts the
+  // reply first). The pass then returns `now`, so the caller does not sleep on an unsent ACK.
+  size_t sent = 0;
+  if (config_.transmit_before_receive) {
+    sent = transmit(budget);
+    const size_t received =
+        link_.poll([this, now](const wire::RxPacket& p) { deliver(p, now); }, budget);
+    if (received >= budget || sent >= budget) return now;
+  } else {
+    const size_t received =
+        link_.poll([this, now](const wire::RxPacket& p) { deliver(p, now); }, budget);
+    sent = transmit(budget);
+    if (received >= budget || sent >= budget) return now;
+  }
 
-  if (received >= budget || sent >= budget) return now;
   Nanos next = kNever;
   for (QueuePair* qp : qp_order_) next = std::min(next, qp->next_deadline(now));
   return next;

@@ -65,9 +65,12 @@ struct DeviceConfig {
   uint32_t key_salt = 0;
   // Packets one QP may send per round-robin turn in progress(); bounds unfairness between QPs.
   size_t tx_quantum = 16;
-  // progress() also transmits before it polls the link: on a real-time link a post then leaves
-  // without waiting behind a receive system call (uroce bench: 8 B SEND ping-pong 1.5-2 us
-  // faster). Off by default: it shifts the order of events the fabric experiments calibrate on.
+  // progress() transmits, then receives, and leaves the responses the received packets caused
+  // for the next pass, instead of receive-then-transmit. For a caller that runs passes on the
+  // thread that posts and polls (uroce bench): a post leaves without waiting behind a receive
+  // system call, and an ACK shares a send call with the reply that follows it. Off by default:
+  // it shifts the order of events the fabric experiments calibrate on, and a progress thread
+  // would pay an extra pass per response.
   bool transmit_before_receive = false;
   TransportFactory transport_factory;  // empty: transport::TransportQp::create
 };
