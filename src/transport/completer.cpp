@@ -14,6 +14,8 @@ void Completer::reset() {
   ack_deadline_ = kNever;
   rnr_waiting_ = false;
   retried_at_una_ = false;
+  peer_done_valid_ = false;
+  tail_probe_ = false;
   ctx_.rnr_hold_until = 0;
 }
 
@@ -44,6 +46,10 @@ void Completer::on_timer(Nanos now) {
   // only and carries on (IRN's timeout, section 3.1): the responder then names the next hole.
   ++ctx_.counters.local_ack_timeouts;
   retry(now);
+  // Selective repeat sent only the oldest packet. If the responder answers it with a plain ACK
+  // it holds nothing after it (else it would NAK the next hole), so the rest of what was in
+  // flight before the timeout is lost too: receive() then goes back N for it.
+  if (ctx_.selective_repeat()) tail_probe_ = true;
 }
 
 void Completer::retry(Nanos now) {
@@ -89,6 +95,8 @@ Completer::Advance Completer::acknowledge_through(Psn psn, Nanos now) {
   Advance result = Advance::kOk;
   for (uint64_t pos = ctx_.sq.head(); pos < ctx_.sq.tail(); ++pos) {
     SendWqe& w = ctx_.sq.at(pos);
+    // Finished in this same call and not retired yet (a READ or atomic answer just placed).
+    if (w.state == WqeState::kDone && w.status == WcStatus::kSuccess) continue;
     if (w.state == WqeState::kPosted || w.state == WqeState::kDone) break;
     if (w.first_psn.after(psn)) break;
     if (w.is_rd_atomic()) {
@@ -131,6 +139,38 @@ void Completer::receive(const wire::TransportHeaders& h, std::span<const uint8_t
     ++ctx_.counters.rx_dropped;
     return;
   }
+  if (!ctx_.selective_repeat()) {
+    dispatch(h, payload, now);
+    return;
+  }
+  // Selective repeat. Responses come in PSN order of execution, so any response tells that the
+  // responder executed every request up to it (up to the PSN before a NAK's): remember the
+  // furthest, even when this response cannot be used now (a READ response or atomic ACK behind a
+  // missing one is dropped, IBA 9.7.5.2.1).
+  const bool is_nak = wire::opcode_info(h.bth.opcode).kind == wire::Kind::kAck &&
+                      h.aeth.type() != wire::AckType::kAck;
+  const Psn done = is_nak ? psn - 1 : psn;
+  if (!peer_done_valid_ || done.after(peer_done_)) peer_done_ = done, peer_done_valid_ = true;
+  const Psn una_before = ctx_.una;
+  dispatch(h, payload, now);
+  if (ctx_.state != QpState::kRts && ctx_.state != QpState::kSqd) return;
+  if (tail_probe_ && (is_nak || ctx_.una != una_before)) {
+    tail_probe_ = false;
+    if (!is_nak && ctx_.una != ctx_.max_psn) requester_.rewind(ctx_.una);
+  }
+  // Catch up: everything up to peer_done_ was executed, so SEND/WRITE packets there are
+  // acknowledged, and the first READ/atomic whose answer was dropped is asked for again now,
+  // not after a timeout (the responder replays it from its resource, IBA 9.7.5.1.2). This is the
+  // requester's half of naming the next hole at once.
+  if (!peer_done_.before(ctx_.una) &&
+      acknowledge_through(peer_done_, now) == Advance::kImpliedNak && !retried_at_una_) {
+    retried_at_una_ = true;
+    restart_at_una();
+  }
+}
+
+void Completer::dispatch(const wire::TransportHeaders& h, std::span<const uint8_t> payload,
+                         Nanos now) {
   const wire::OpcodeInfo& info = wire::opcode_info(h.bth.opcode);
   switch (info.kind) {
     case wire::Kind::kAck:

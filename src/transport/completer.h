@@ -31,6 +31,7 @@ class Completer {
   // was lost: an implied NAK (IBA 9.7.5.2.1).
   Advance acknowledge_through(Psn psn, Nanos now);
   void progress(Nanos now);
+  void dispatch(const wire::TransportHeaders& h, std::span<const uint8_t> payload, Nanos now);
   void on_ack(const wire::TransportHeaders& h, Nanos now);
   void on_rnr_nak(const wire::TransportHeaders& h, Nanos now);
   void on_nak(const wire::TransportHeaders& h, Nanos now);
@@ -56,6 +57,11 @@ class Completer {
   // Set when go-back-N restarted from una and nothing was acknowledged since: further implied
   // NAKs for the same loss are left to the ACK timer instead of restarting again and again.
   bool retried_at_una_ = false;
+  // Selective repeat: the furthest PSN the responder is known to have executed, and whether the
+  // last timeout's single resend is waiting for its answer (see on_timer).
+  Psn peer_done_;
+  bool peer_done_valid_ = false;
+  bool tail_probe_ = false;
 };
 
 }  // namespace uroce::transport

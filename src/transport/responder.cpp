@@ -166,14 +166,12 @@ void Responder::hold(const wire::TransportHeaders& h, std::span<const uint8_t> p
 
 void Responder::drain() {
   // Bounded: each step frees a slot, and there are kReorderSlots.
-  bool drained = false;
   while (held_count_ > 0) {
     Held& s = slot(epsn_);
     if (!s.used || s.psn != epsn_) break;
     s.used = false;
     --held_count_;
     held_bytes_ -= s.payload.size();
-    drained = true;
     const Psn from = epsn_ + 1;
     // The slot's bytes stay valid while it is applied: nothing is held during apply().
     if (!apply(s.hdr, s.payload)) {
@@ -184,11 +182,10 @@ void Responder::drain() {
     }
     release_held(from, false);
   }
-  if (!drained) return;
   if (held_count_ > 0) {
-    // The filled hole revealed the next one, and packets behind it are already here: name it at
-    // once rather than waiting for another out-of-order arrival. The NAK also acknowledges
-    // everything before it (IBA 9.7.5.2.3).
+    // The filled hole revealed the next one (the slot at epsn is empty), and packets behind it
+    // are already here: name it at once rather than waiting for another out-of-order arrival. The
+    // NAK also acknowledges everything before it (IBA 9.7.5.2.3).
     queue_seq_nak();
   } else if (unacked_ > 0) {
     // Caught up: acknowledge what the held packets completed, so the requester retires them now.
