@@ -48,7 +48,7 @@ struct ProgressStats {
   uint64_t passes = 0;  // Device::progress calls
   uint64_t sleeps = 0;  // blocking waits entered
   uint64_t wakeups_by_kick = 0, wakeups_by_packet = 0, wakeups_by_timeout = 0;
-  uint64_t kicks_sent = 0;    // kick() calls that had to write the eventfd
+  uint64_t kicks_sent = 0;     // kick() calls that had to write the eventfd
   uint64_t inline_passes = 0;  // passes run by drive() / pump() on a caller's thread
 };
 
@@ -98,7 +98,7 @@ class ProgressEngine {
   link::Link& link_;
   const ProgressOptions options_;
   int kick_fd_ = -1;
-  std::mutex mu_;  // one progress() at a time (verbs/device.h)
+  std::mutex mu_;            // one progress() at a time (verbs/device.h)
   uint64_t seen_moved_ = 0;  // guarded by mu_, as is last_busy_
   Nanos last_busy_ = 0;
   std::atomic<bool> stop_{false};

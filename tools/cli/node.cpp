@@ -1,7 +1,6 @@
 #include "cli/node.h"
 
 #include <arpa/inet.h>
-#include <poll.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -140,6 +139,14 @@ std::unique_ptr<Node> Node::open(const NodeOptions& options, std::string& error)
     return transport::TransportQp::create(type, qpn, caps, memory, send_cq, recv_cq, srq);
   };
   n->device_ = std::make_unique<verbs::Device>(*n->link_, dc);
+  // Busy-poll while packets flow and a little after: sleeping after every batch makes the sender
+  // pay a wake-up per batch (an IPI, a VM exit under a hypervisor), which cost the client of a
+  // WRITE run about a sixth of its CPU (docs/performance.md). No yield phase: the process has
+  // one thread, and the peer process has the other core.
+  api::ProgressOptions po;
+  po.spin_ns = 100'000;
+  po.yield_ns = 0;
+  n->engine_ = std::make_unique<api::ProgressEngine>(*n->device_, po);
   auto fail = [&](const char* what, int err) {
     error = std::string(what) + ": " + std::strerror(err);
     return nullptr;
@@ -185,6 +192,7 @@ Node::~Node() {
   cq_.reset();
   pd_.reset();
   ctx_.reset();
+  engine_.reset();
   device_.reset();
 }
 
@@ -293,29 +301,6 @@ int Node::post_fetch_add(uint64_t wr_id, uint64_t offset, uint64_t remote_offset
   wr.rkey = remote_.rkey;
   wr.compare_add = add;
   return qp_->post_send(wr);
-}
-
-Nanos Node::pump() {
-  return device_->progress(monotonic_ns());
-}
-
-void Node::pump_or_wait(int extra_fd, Nanos max_wait_ns) {
-  Nanos now = monotonic_ns();
-  Nanos next = device_->progress(now);
-  if (next <= now) return;
-  // Busy-poll while packets flow (and a little after): sleeping after every batch makes the
-  // sender pay a wake-up per batch (an IPI, a VM exit under a hypervisor), which cost the client
-  // of a WRITE run about a sixth of its CPU (docs/performance.md).
-  constexpr Nanos kSpinAfterTrafficNs = 100'000;
-  if (const uint64_t rx = link_->counters().rx_packets; rx != seen_rx_) {
-    seen_rx_ = rx;
-    busy_at_ = now;
-  }
-  if (now - busy_at_ < kSpinAfterTrafficNs) return;
-  Nanos wait = std::min(next - now, max_wait_ns);
-  if (wait < 20'000) return;  // shorter than a poll() round trip: keep spinning
-  pollfd fds[2] = {{link_->wait_fd(), POLLIN, 0}, {extra_fd, POLLIN, 0}};
-  ::poll(fds, extra_fd >= 0 ? 2 : 1, static_cast<int>(wait / 1'000'000));
 }
 
 }  // namespace uroce::tools

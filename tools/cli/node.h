@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "api/progress_engine.h"
 #include "common/result.h"
 #include "core/oob.h"
 #include "link/udp_link.h"
@@ -61,10 +62,12 @@ class Node {
   int post_fetch_add(uint64_t wr_id, uint64_t offset, uint64_t remote_offset, uint64_t add);
 
   // One pass of the NIC; returns the next time it has work (kNever when idle).
-  Nanos pump();
-  // pump() and then, when the NIC has nothing to do now, sleep in poll() on the link and
-  // `extra_fd` for at most `max_wait_ns` (or until its next timer).
-  void pump_or_wait(int extra_fd, Nanos max_wait_ns);
+  Nanos pump() { return engine_->pump(); }
+  // pump() and then, once the NIC has been idle a while, sleep in poll() on the link and
+  // `extra_fd` for at most `max_wait_ns` (or until its next timer): api::ProgressEngine's policy.
+  void pump_or_wait(int extra_fd, Nanos max_wait_ns) {
+    engine_->pump_or_wait(extra_fd, max_wait_ns);
+  }
   size_t poll_cq(std::span<transport::Completion> out) { return cq_->poll(out); }
 
   std::vector<verbs::Counter> device_counters() const { return device_->counters(); }
@@ -77,6 +80,7 @@ class Node {
   NodeOptions opt_;
   std::unique_ptr<link::Link> link_;
   std::unique_ptr<verbs::Device> device_;
+  std::unique_ptr<api::ProgressEngine> engine_;  // no thread: this process's one thread drives
   std::unique_ptr<verbs::Context> ctx_;
   std::unique_ptr<verbs::ProtectionDomain> pd_;
   std::unique_ptr<verbs::CompletionQueue> cq_;
@@ -86,8 +90,6 @@ class Node {
   wire::PcapWriter pcap_;
   ConnInfo remote_;
   uint32_t psn_ = 0;
-  uint64_t seen_rx_ = 0;  // pump_or_wait: link packets received at the last look
-  Nanos busy_at_ = 0;     // and when that count last moved
 };
 
 std::string gid_to_string(const Gid& gid);
