@@ -203,7 +203,6 @@ TEST(ProgressEngine, WritesCompleteWhileTheTargetSleepsAndIdleEnginesBlock) {
   EXPECT_EQ(target.link->counters().rx_drop_bad_icrc, 0u);
 }
 
-
 // Posts `n` signalled WRITEs of `chunk` bytes from init.buf to target.buf at the same offsets.
 void post_writes(Side& init, Side& target, size_t n, size_t chunk,
                  std::vector<transport::Sge>& sges) {
