@@ -119,20 +119,36 @@ fi
 
 echo "## 3. uroce bench, as a ratio to the UDP ceiling"
 # ==== SLOTS for `uroce bench` ====
-# Each slot runs one `uroce bench` command that prints its figure on its last line as
-# `value=<number>` (Gb/s, Mpps or microseconds as the slot says). Whoever finishes the uroce
-# command line edits the commands in uroce_cmd() below; nothing else needs to change.
-uroce_cmd() {  # NAME -> the command for that figure (server side is started by uroce itself)
+# Each figure is one `uroce bench` client run against a fresh server, both on the addresses the
+# ceiling used, at the ceiling's datagram size (MTU 4096), without data verification (the tests
+# verify; this measures), and the figure is read from the client's JSON.
+UPORT_BENCH=18515
+# uroce_fig TEST MODE SIZE JSON_KEY [EXTRA...]: prints value=<number>.
+uroce_fig() {
+  local test=$1 mode=$2 size=$3 key=$4; shift 4
+  UPORT_BENCH=$((UPORT_BENCH + 1))
+  $UROCE bench --server --addr "$A" -p $UPORT_BENCH --accept-timeout 20 >/dev/null 2>&1 &
+  local server=$!
+  local json=""
+  for ((try = 0; try < 50; try++)); do  # the server needs a moment to listen
+    json=$($UROCE bench --client --addr "$B" --peer "$A" -p $UPORT_BENCH "$test" $mode -s "$size" \
+      -D "$SECS" -m 4096 --no-verify --json - "$@" 2>/dev/null) && break
+    json=""
+    sleep 0.1
+  done
+  wait $server 2>/dev/null
+  [[ -n $json ]] && echo "$json" | python3 -c \
+    "import json, sys; print('value=%s' % json.load(sys.stdin)['results'][0]['$key'])"
+}
+uroce_cmd() {  # NAME -> the command for that figure
   case $1 in
-    write_bw_65536) echo "$UROCE bench write --size 65536 --local $A --remote $B --seconds $SECS" ;;
-    write_bw_1048576) echo "$UROCE bench write --size 1048576 --local $A --remote $B --seconds $SECS" ;;
-    read_bw_65536) echo "$UROCE bench read --size 65536 --local $A --remote $B --seconds $SECS" ;;
-    read_bw_1048576) echo "$UROCE bench read --size 1048576 --local $A --remote $B --seconds $SECS" ;;
-    send_bw_65536) echo "$UROCE bench send --size 65536 --local $A --remote $B --seconds $SECS" ;;
-    send_bw_1048576) echo "$UROCE bench send --size 1048576 --local $A --remote $B --seconds $SECS" ;;
-    msg_rate_8) echo "$UROCE bench send --rate --size 8 --local $A --remote $B --seconds $SECS" ;;
-    lat_8) echo "$UROCE bench write --latency --size 8 --local $A --remote $B --seconds $SECS" ;;
-    lat_4096) echo "$UROCE bench write --latency --size 4096 --local $A --remote $B --seconds $SECS" ;;
+    write_bw_*) echo "uroce_fig write '' ${1#write_bw_} bw_avg_gbps" ;;
+    read_bw_*) echo "uroce_fig read '' ${1#read_bw_} bw_avg_gbps" ;;
+    send_bw_*) echo "uroce_fig send '' ${1#send_bw_} bw_avg_gbps" ;;
+    msg_rate_8) echo "uroce_fig send '' 8 msg_rate_mpps" ;;
+    lat_8) echo "uroce_fig send --lat 8 t_median_us" ;;
+    lat_4096) echo "uroce_fig send --lat 4096 t_median_us" ;;
+    write_lat_8) echo "uroce_fig write --lat 8 t_median_us" ;;
   esac
 }
 # slot NAME UNIT CEILING_NAME higher|lower
@@ -142,7 +158,7 @@ slot() {
     printf '  %-34s (not run: %s absent)  ceiling %s %s\n' "$name" "$UROCE" "${ceil:-n/a}" "$unit"
     return
   fi
-  v=$($(uroce_cmd "$name") 2>&1 | tail -1 | field value)
+  v=$(eval "$(uroce_cmd "$name")" 2>&1 | tail -1 | field value)
   if [[ -z $v ]]; then
     printf '  %-34s (failed: %s)\n' "$name" "$(uroce_cmd "$name")"
     return
@@ -163,4 +179,5 @@ done
 slot msg_rate_8 mpps gso_24B higher
 slot lat_8 us udp_pingpong_8B lower
 slot lat_4096 us udp_pingpong_4096B lower
+slot write_lat_8 us udp_pingpong_8B lower
 # ==== end of SLOTS ====
