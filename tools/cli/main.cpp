@@ -2,6 +2,7 @@
 //   uroce devices           the addresses uroce can run a device on, with their GIDs
 //   uroce bench ...         perftest's RC tests over uroce (see `uroce bench --help`)
 //   uroce stat FILE         the counters a bench run wrote with --stats-file
+//   uroce sim ...           the fabric experiments in virtual time (docs/experiments.md)
 #include <arpa/inet.h>
 
 #include <CLI/CLI.hpp>
@@ -16,6 +17,7 @@
 #include "cli/commands.h"
 #include "core/sizes.h"
 #include "link/interface_mtu.h"
+#include "sim/sim_cli.h"
 
 namespace uroce::tools {
 namespace {
@@ -181,6 +183,9 @@ int run_bench(BenchCli& b) {
 
 int main(int argc, char** argv) {
   using namespace uroce::tools;
+  // `uroce sim` keeps its own option syntax (sim/sim_cli.h), shared with `uroce-sim`.
+  if (argc >= 2 && std::strcmp(argv[1], "sim") == 0)
+    return uroce::simlab::run_sim_cli(argc - 1, argv + 1, "uroce sim");
   CLI::App app{"uroce: RDMA over Converged Ethernet (RoCEv2) in user space"};
   app.require_subcommand(1);
   BenchCli bench;
@@ -189,6 +194,11 @@ int main(int argc, char** argv) {
   add_devices(app, devices);
   StatCli stat;
   add_stat(app, stat);
+  // Listed for --help only: main() hands `uroce sim` to the simulator before CLI11 parses.
+  app.add_subcommand("sim",
+                     "fabric experiments in virtual time: incast, victim, parking-lot, "
+                     "convergence, loss (`uroce sim --help`)")
+      ->allow_extras();
   CLI11_PARSE(app, argc, argv);
   if (app.got_subcommand("bench")) return run_bench(bench);
   if (app.got_subcommand("devices")) return run_devices(devices);
