@@ -93,6 +93,20 @@ TEST(LabExperiments, LossCostsGoBackNGoodput) {
   }
 }
 
+TEST(LabExperiments, LossSelectiveRepeatBeatsGoBackNAtOnePercent) {
+  // Experiment 5 runs go-back-N and selective repeat over the same lossy fabric: at 1e-2 selective
+  // repeat resends about the lost packets only, go-back-N a window per loss.
+  ExperimentParams p = small(Mode::kPfc);
+  p.flow_bytes = 4 << 20;
+  p.loss = 1e-2;
+  const ExperimentResult r = run_loss(p);
+  expect_clean(r);
+  EXPECT_GE(r.number("goodput_gbps_sr"), r.number("goodput_gbps_gbn"));
+  EXPECT_LT(r.number("retransmitted_bytes_sr"), r.number("retransmitted_bytes_gbn") / 10);
+  EXPECT_GT(r.number("ooo_buffered_sr"), 0);
+  EXPECT_EQ(r.number("ooo_buffered_gbn"), 0);
+}
+
 TEST(LabExperiments, SameSeedSameRun) {
   ExperimentParams p = small(Mode::kPfcDcqcn);
   p.senders = 4;

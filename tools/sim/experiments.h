@@ -36,6 +36,7 @@ struct ExperimentParams {
   Nanos stagger_ns = 200'000;  // convergence: time between flow starts
   uint32_t flows = 3;          // convergence: flows
   double loss = 0;             // loss: per-packet loss rate end to end
+  uint32_t psn_window = 0;     // loss: both runs' max_psn_window (0 = about one BDP)
   Nanos sample_ns = 2'000;
 };
 

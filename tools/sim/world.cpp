@@ -27,7 +27,13 @@ class NicQp final : public TransportQp {
   void configure(const transport::QpConfig& config) override {
     transport::QpConfig c = config;
     c.congestion = cc_;
+    c.loss_recovery = loss_recovery_;
+    if (max_psn_window_ != 0) c.max_psn_window = max_psn_window_;
     inner_->configure(c);
+  }
+  void set_loss_recovery(transport::LossRecovery r, uint32_t max_psn_window) {
+    loss_recovery_ = r;
+    max_psn_window_ = max_psn_window;
   }
   void set_state(transport::QpState s) override { inner_->set_state(s); }
   transport::QpState state() const override { return inner_->state(); }
@@ -54,6 +60,8 @@ class NicQp final : public TransportQp {
   transport::CongestionConfig cc_;
   uint64_t fifo_bytes_;
   double line_rate_bps_;
+  transport::LossRecovery loss_recovery_ = transport::LossRecovery::kGoBackN;
+  uint32_t max_psn_window_ = 0;
 };
 
 // Byte `i` of flow `f`'s data: distinct per flow and offset, so a misplaced packet shows.
@@ -121,6 +129,7 @@ World::World(const WorldConfig& config, std::unique_ptr<fabric::EventLoop> loop,
       if (!inner) return nullptr;
       auto qp = std::make_unique<NicQp>(std::move(inner), *np->link, cfg.cc, cfg.nic_fifo_bytes,
                                         cfg.cc.line_rate_bps);
+      qp->set_loss_recovery(cfg.loss_recovery, cfg.max_psn_window);
       np->last_created = qp.get();
       return qp;
     };

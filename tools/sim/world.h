@@ -36,6 +36,9 @@ struct WorldConfig {
   Nanos sample_ns = 2'000;
   Nanos time_limit_ns = 200'000'000;
   uint64_t step_limit = 50'000'000;
+  // Every QP's loss recovery and PSN window (0 = the transport's default window).
+  transport::LossRecovery loss_recovery = transport::LossRecovery::kGoBackN;
+  uint32_t max_psn_window = 0;
 };
 
 struct FlowSpec {
