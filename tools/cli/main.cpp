@@ -117,6 +117,10 @@ int run_bench(BenchCli& b) {
                                 : BenchTest::kWrite;
   p.mode = b.lat ? BenchMode::kLatency : BenchMode::kBandwidth;
   p.verify = !b.no_verify;
+  if (b.demo) {  // before the MTU, which follows the interface of the local address
+    if (b.o.address.empty()) b.o.address = "127.0.0.2";
+    if (b.o.peer.empty()) b.o.peer = "127.0.0.1";
+  }
   p.mtu = b.mtu ? b.mtu : active_mtu(b.o.address);
   p.depth = b.depth;
   p.iterations = b.iterations ? b.iterations : 1000;
@@ -157,11 +161,7 @@ int run_bench(BenchCli& b) {
     return 1;
   }
   p.buffer_bytes = bench_buffer_bytes(p);
-  if (b.demo) {
-    if (b.o.address.empty()) b.o.address = "127.0.0.2";
-    if (b.o.peer.empty()) b.o.peer = "127.0.0.1";
-    return run_bench_demo(b.o);
-  }
+  if (b.demo) return run_bench_demo(b.o);
   if (b.o.address.empty()) {
     std::fprintf(stderr, "uroce bench: --addr is required (see `uroce devices`)\n");
     return 1;
