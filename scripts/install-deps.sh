@@ -6,6 +6,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libisal-dev libibverbs-dev libfmt-dev libcli11-dev
+  nlohmann-json3-dev
   clang-14 libclang-rt-14-dev clang-format
   python3 python3-scapy tshark
   iproute2 nftables ibverbs-utils perftest qperf ucx-utils

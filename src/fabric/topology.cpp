@@ -4,6 +4,8 @@
 #include <charconv>
 #include <cmath>
 #include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <string>
 
 #include "common/check.h"
 
@@ -78,9 +80,100 @@ bool parse_count(std::string_view v, uint32_t& out) {
   return ec == std::errc() && p == v.data() + v.size();
 }
 
+// One key=value of either form onto `spec`; false if the key is unknown or the value bad.
+bool apply_key(TopologySpec& spec, std::string_view key, std::string_view val) {
+  bool ok = true;
+  double d;
+  std::string_view sfx;
+  if (key == "hosts")
+    ok = parse_count(val, spec.hosts);
+  else if (key == "left")
+    ok = parse_count(val, spec.left);
+  else if (key == "right")
+    ok = parse_count(val, spec.right);
+  else if (key == "k")
+    ok = parse_count(val, spec.k);
+  else if (key == "rate")
+    ok = parse_rate(val, spec.link.rate_bps);
+  else if (key == "bottleneck")
+    ok = parse_rate(val, spec.bottleneck_bps);
+  else if (key == "delay")
+    ok = parse_time(val, spec.link.delay_ns);
+  else if (key == "ber")
+    ok = parse_number(val, spec.link.bit_error_rate, sfx) && sfx.empty() &&
+         spec.link.bit_error_rate < 1;
+  else if (key == "buffer")
+    ok = parse_bytes(val, spec.sw.buffer_bytes);
+  else if (key == "kmin")
+    ok = parse_bytes(val, spec.sw.ecn.kmin_bytes);
+  else if (key == "kmax")
+    ok = parse_bytes(val, spec.sw.ecn.kmax_bytes);
+  else if (key == "pmax")
+    ok = parse_number(val, spec.sw.ecn.pmax, sfx) && sfx.empty() && spec.sw.ecn.pmax <= 1;
+  else if (key == "xoff")
+    ok = parse_bytes(val, spec.sw.xoff_bytes);
+  else if (key == "xon")
+    ok = parse_bytes(val, spec.sw.xon_bytes);
+  else if (key == "ecn")
+    ok = parse_number(val, d, sfx) && sfx.empty() && (spec.sw.ecn.enabled = d != 0, true);
+  else if (key == "lossless") {
+    uint32_t mask;
+    ok = parse_count(val, mask) && mask < 256;
+    if (ok) spec.sw.lossless_mask = static_cast<uint8_t>(mask);
+  } else
+    ok = false;
+  return ok;
+}
+
+bool parse_shape(std::string_view name, TopologySpec::Shape& shape) {
+  if (name == "star")
+    shape = TopologySpec::Shape::kStar;
+  else if (name == "dumbbell")
+    shape = TopologySpec::Shape::kDumbbell;
+  else if (name == "fattree")
+    shape = TopologySpec::Shape::kFatTree;
+  else
+    return false;
+  return true;
+}
+
 }  // namespace
 
+Result<TopologySpec, std::string> parse_topology_json(std::string_view text) {
+  using R = Result<TopologySpec, std::string>;
+  // No exceptions: a document that does not parse comes back discarded.
+  const nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return R::failure("not valid JSON");
+  if (!j.is_object()) return R::failure("a topology is a JSON object");
+  TopologySpec spec;
+  const auto shape = j.find("shape");
+  if (shape == j.end() || !shape->is_string() ||
+      !parse_shape(shape->get_ref<const std::string&>(), spec.shape))
+    return R::failure("\"shape\" must be \"star\", \"dumbbell\" or \"fattree\"");
+  for (const auto& [key, value] : j.items()) {
+    if (key == "shape") continue;
+    // Each value means what the text form's does: a string takes the same suffixes ("100G",
+    // "1us", "12MB"), a number is in base units (b/s, ns, bytes), a boolean is 1 or 0.
+    std::string v;
+    if (value.is_string())
+      v = value.get<std::string>();
+    else if (value.is_boolean())
+      v = value.get<bool>() ? "1" : "0";
+    else if (value.is_number_unsigned())
+      v = std::to_string(value.get<uint64_t>());
+    else if (value.is_number_float())
+      v = value.dump();  // round-trips; "1e-12" stays parseable
+    else
+      return R::failure("bad value for \"" + key + "\": " + value.dump());
+    if (!apply_key(spec, key, v)) return R::failure("bad key or value \"" + key + "\": " + v);
+  }
+  return spec;
+}
+
 Result<TopologySpec, std::string> parse_topology(std::string_view text) {
+  if (const size_t first = text.find_first_not_of(" \t\r\n");
+      first != std::string_view::npos && text[first] == '{')
+    return parse_topology_json(text);
   TopologySpec spec;
   if (const size_t hash = text.find('#'); hash != std::string_view::npos)
     text = text.substr(0, hash);
@@ -95,64 +188,14 @@ Result<TopologySpec, std::string> parse_topology(std::string_view text) {
     pos = end;
     const size_t eq = tok.find('=');
     if (!have_shape) {
-      if (tok == "star")
-        spec.shape = TopologySpec::Shape::kStar;
-      else if (tok == "dumbbell")
-        spec.shape = TopologySpec::Shape::kDumbbell;
-      else if (tok == "fattree")
-        spec.shape = TopologySpec::Shape::kFatTree;
-      else
+      if (!parse_shape(tok, spec.shape))
         return Result<TopologySpec, std::string>::failure("unknown shape '" + std::string(tok) +
                                                           "'");
       have_shape = true;
       continue;
     }
-    const auto bad = [&] {
+    if (eq == std::string_view::npos || !apply_key(spec, tok.substr(0, eq), tok.substr(eq + 1)))
       return Result<TopologySpec, std::string>::failure("bad token '" + std::string(tok) + "'");
-    };
-    if (eq == std::string_view::npos) return bad();
-    const std::string_view key = tok.substr(0, eq), val = tok.substr(eq + 1);
-    bool ok = true;
-    double d;
-    std::string_view sfx;
-    if (key == "hosts")
-      ok = parse_count(val, spec.hosts);
-    else if (key == "left")
-      ok = parse_count(val, spec.left);
-    else if (key == "right")
-      ok = parse_count(val, spec.right);
-    else if (key == "k")
-      ok = parse_count(val, spec.k);
-    else if (key == "rate")
-      ok = parse_rate(val, spec.link.rate_bps);
-    else if (key == "bottleneck")
-      ok = parse_rate(val, spec.bottleneck_bps);
-    else if (key == "delay")
-      ok = parse_time(val, spec.link.delay_ns);
-    else if (key == "ber")
-      ok = parse_number(val, spec.link.bit_error_rate, sfx) && sfx.empty() &&
-           spec.link.bit_error_rate < 1;
-    else if (key == "buffer")
-      ok = parse_bytes(val, spec.sw.buffer_bytes);
-    else if (key == "kmin")
-      ok = parse_bytes(val, spec.sw.ecn.kmin_bytes);
-    else if (key == "kmax")
-      ok = parse_bytes(val, spec.sw.ecn.kmax_bytes);
-    else if (key == "pmax")
-      ok = parse_number(val, spec.sw.ecn.pmax, sfx) && sfx.empty() && spec.sw.ecn.pmax <= 1;
-    else if (key == "xoff")
-      ok = parse_bytes(val, spec.sw.xoff_bytes);
-    else if (key == "xon")
-      ok = parse_bytes(val, spec.sw.xon_bytes);
-    else if (key == "ecn")
-      ok = parse_number(val, d, sfx) && sfx.empty() && (spec.sw.ecn.enabled = d != 0, true);
-    else if (key == "lossless") {
-      uint32_t mask;
-      ok = parse_count(val, mask) && mask < 256;
-      if (ok) spec.sw.lossless_mask = static_cast<uint8_t>(mask);
-    } else
-      ok = false;
-    if (!ok) return bad();
   }
   if (!have_shape) return Result<TopologySpec, std::string>::failure("empty description");
   return spec;

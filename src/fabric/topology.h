@@ -5,9 +5,10 @@
 //   dumbbell left=4 right=4 rate=100G bottleneck=40G delay=1us
 //   fattree k=8 rate=100G delay=1us buffer=12MB kmin=100KB kmax=400KB pmax=0.2 ber=1e-12
 //
-// Keys are optional except the shape's own (hosts, left/right, k). Sizes take K/M/G suffixes
-// (bytes for buffers, bits per second for rates: "100G" is 100 Gb/s), times ns/us/ms. '#' starts
-// a comment. Hosts get the IPv4-mapped GIDs 10.0.x.y in host order.
+// The same in JSON: {"shape": "star", "hosts": 8, "rate": "100G", "delay": "1us"} (see
+// parse_topology_json). Keys are optional except the shape's own (hosts, left/right, k). Sizes take
+// K/M/G suffixes (bytes for buffers, bits per second for rates: "100G" is 100 Gb/s), times
+// ns/us/ms. '#' starts a comment. Hosts get the IPv4-mapped GIDs 10.0.x.y in host order.
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,8 +33,15 @@ struct TopologySpec {
   SwitchParams sw;
 };
 
-// Parses the text form; the error is a message naming the bad token.
+// Parses the text form, or the JSON form when the text starts with '{'; the error is a message
+// naming the bad token.
 Result<TopologySpec, std::string> parse_topology(std::string_view text);
+// The JSON form: one object with "shape" and the text form's keys, e.g.
+//   {"shape": "fattree", "k": 8, "rate": "100G", "delay": "1us", "buffer": "12MB",
+//    "kmin": 102400, "kmax": "400KB", "pmax": 0.2, "ecn": true}
+// A string value takes the text form's suffixes; a number is in base units (b/s, ns, bytes); a
+// boolean is 1/0. Unknown keys are errors.
+Result<TopologySpec, std::string> parse_topology_json(std::string_view text);
 
 Topology build_star(SwitchFabric& f, uint32_t hosts, const LinkParams& link,
                     const SwitchParams& sw = {});
