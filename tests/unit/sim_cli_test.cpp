@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,30 @@ TEST(SimCli, BadArgumentsAreUsageErrors) {
   ::testing::internal::CaptureStdout();
   EXPECT_EQ(run({"sim", "--help"}), 0);
   EXPECT_NE(::testing::internal::GetCapturedStdout().find("incast|victim"), std::string::npos);
+}
+
+TEST(SimCli, TopologyDescribesTextJsonAndFiles) {
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(run({"sim", "topology", "fattree k=4 rate=40G"}), 0);
+  std::string out = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("hosts=16\nswitches=20\nrate_bps=40000000000"), std::string::npos) << out;
+
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() / ("uroce-topo-" + std::to_string(::getpid()));
+  std::ofstream(file) << R"({"shape": "dumbbell", "left": 3, "right": 1, "kmin": "50KB"})";
+  ::testing::internal::CaptureStdout();
+  EXPECT_EQ(run({"sim", "topology", "@" + file.string()}), 0);
+  out = ::testing::internal::GetCapturedStdout();
+  EXPECT_NE(out.find("shape=dumbbell\nhosts=4\nswitches=2"), std::string::npos) << out;
+  EXPECT_NE(out.find("kmin_bytes=51200"), std::string::npos) << out;
+  std::filesystem::remove(file);
+
+  ::testing::internal::CaptureStderr();
+  EXPECT_EQ(run({"sim", "topology", R"({"shape": "ring"})"}), 2);
+  EXPECT_EQ(run({"sim", "topology", "fattree k=3"}), 1);  // parses, cannot be built
+  EXPECT_EQ(run({"sim", "topology", "@/nonexistent/uroce-topology"}), 1);
+  EXPECT_EQ(run({"sim", "topology"}), 2);
+  EXPECT_NE(::testing::internal::GetCapturedStderr().find("bad topology"), std::string::npos);
 }
 
 }  // namespace

@@ -4,8 +4,13 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 #include <string>
 
+#include "fabric/event_loop.h"
+#include "fabric/switch_fabric.h"
+#include "fabric/topology.h"
 #include "sim/experiments.h"
 
 namespace uroce::simlab {
@@ -16,9 +21,48 @@ int print_usage(std::FILE* f, const char* prog) {
   std::fprintf(f,
                "usage: %s incast|victim|parking-lot|convergence|loss [--mode "
                "pfc|pfc+dcqcn|dcqcn-nopfc] [--dcqcn paper|mlx5] [--seed N] [--senders N] "
-               "[--flows N] [--bytes B] [--loss P] [--stagger-us T] [--mtu B] [--out DIR]\n",
-               prog);
+               "[--flows N] [--bytes B] [--loss P] [--stagger-us T] [--mtu B] [--out DIR]\n"
+               "       %s topology 'TEXT' | '{JSON}' | @FILE\n",
+               prog, prog);
   return 2;
+}
+
+// `topology SPEC`: parses a topology (the text form, JSON, or @FILE holding either), builds it on
+// a fabric and describes it, so a description can be checked before an experiment uses it.
+int describe_topology(const char* arg) {
+  std::string text = arg;
+  if (!text.empty() && text[0] == '@') {
+    std::ifstream f(text.substr(1));
+    if (!f) {
+      std::fprintf(stderr, "cannot read %s\n", text.c_str() + 1);
+      return 1;
+    }
+    std::stringstream ss;
+    ss << f.rdbuf();
+    text = ss.str();
+  }
+  auto spec = fabric::parse_topology(text);
+  if (!spec.ok()) {
+    std::fprintf(stderr, "bad topology: %s\n", spec.error().c_str());
+    return 2;
+  }
+  fabric::EventLoop loop(1);
+  fabric::SwitchFabric f(loop);
+  auto t = fabric::build_topology(f, *spec);
+  if (!t.ok()) {
+    std::fprintf(stderr, "cannot build the topology: %s\n", t.error().c_str());
+    return 1;
+  }
+  static constexpr const char* kShapes[] = {"star", "dumbbell", "fattree"};
+  std::printf("shape=%s\nhosts=%zu\nswitches=%zu\nrate_bps=%llu\ndelay_ns=%llu\n",
+              kShapes[static_cast<int>(spec->shape)], t->hosts.size(), t->switches.size(),
+              static_cast<unsigned long long>(spec->link.rate_bps),
+              static_cast<unsigned long long>(spec->link.delay_ns));
+  std::printf("buffer_bytes=%llu\necn=%d\nkmin_bytes=%llu\nkmax_bytes=%llu\npmax=%g\n",
+              static_cast<unsigned long long>(spec->sw.buffer_bytes), spec->sw.ecn.enabled ? 1 : 0,
+              static_cast<unsigned long long>(spec->sw.ecn.kmin_bytes),
+              static_cast<unsigned long long>(spec->sw.ecn.kmax_bytes), spec->sw.ecn.pmax);
+  return 0;
 }
 
 }  // namespace
@@ -31,6 +75,7 @@ int run_sim_cli(int argc, char** argv, const char* prog) {
     return 0;
   }
   const std::string what = argv[1];
+  if (what == "topology") return argc == 3 ? describe_topology(argv[2]) : usage();
   ExperimentParams p;
   // Defaults that make each experiment show its effect at 100 Gb/s in well under a second.
   if (what == "convergence") {

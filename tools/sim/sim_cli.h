@@ -5,6 +5,7 @@
 //   incast|victim|parking-lot|convergence|loss [--mode pfc|pfc+dcqcn|dcqcn-nopfc]
 //       [--dcqcn paper|mlx5] [--seed N] [--senders N] [--flows N] [--bytes B] [--loss P]
 //       [--stagger-us T] [--mtu B] [--out DIR]
+//   topology 'TEXT' | '{JSON}' | @FILE     parse, build and describe a topology
 //
 // Prints the parameters and results as key=value lines and writes DIR/<experiment>-<mode>.csv and
 // .svg (default DIR: the current directory).
