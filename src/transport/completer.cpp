@@ -16,6 +16,7 @@ void Completer::reset() {
   retried_at_una_ = false;
   peer_done_valid_ = false;
   tail_probe_ = false;
+  placed_.reset();
   ctx_.rnr_hold_until = 0;
 }
 
@@ -273,34 +274,88 @@ void Completer::on_read_response(const wire::TransportHeaders& h, std::span<cons
     ++ctx_.counters.rx_dropped;
     return;
   }
+  if (ctx_.selective_repeat() && psn != ctx_.una) {
+    // Selective repeat places a response that overtook a lost one right away: the requester
+    // knows where each response PSN of its READ goes. The hole is asked for by the catch-up in
+    // receive() (a READ request for the rest, from the first missing PSN).
+    place_ahead(*w, h, payload);
+    return;
+  }
   // A READ response also acknowledges every request before the READ (IBA 9.7.5.2.1).
   if (acknowledge_through(w->first_psn - 1, now) == Advance::kImpliedNak || psn != ctx_.una) {
     // A response beyond the one expected: the ones between were lost (an implied NAK). Responses
-    // arrive in order, so ask again from the first missing PSN. Selective repeat too: READ
-    // responses are not placed out of order (transport/README.md), but only the READ is asked
-    // again, not the requests after it.
+    // arrive in order, so ask again from the first missing PSN.
     if (!retried_at_una_) retried_at_una_ = true, restart_at_una();
     return;
   }
-  const uint32_t mtu = ctx_.mtu();
-  const uint32_t idx = static_cast<uint32_t>(psn.distance_from(w->first_psn));
-  const uint64_t offset = uint64_t{idx} * mtu;
-  const uint64_t expect = std::min<uint64_t>(mtu, w->length - std::min(w->length, offset));
-  const bool last = idx + 1 == w->npsn;
-  const wire::Place place = wire::opcode_info(h.bth.opcode).place;
-  const bool place_ok = last ? (place == wire::Place::kLast || place == wire::Place::kOnly)
-                             : (place == wire::Place::kFirst || place == wire::Place::kMiddle);
-  if (!place_ok || payload.size() != expect) {
+  if (!response_fits(*w, h, payload)) {
     ++ctx_.counters.rx_dropped;  // malformed response: the ACK timer recovers
     return;
   }
+  const uint64_t offset =
+      uint64_t{static_cast<uint32_t>(psn.distance_from(w->first_psn))} * ctx_.mtu();
   if (!scatter(ctx_.memory, w->sge.data(), w->num_sge, offset, payload)) {
     fail(*w, WcStatus::kLocProtErr);
     return;
   }
   ctx_.una = psn + 1;
-  if (last) w->state = WqeState::kDone;
+  if (psn == w->last_psn()) w->state = WqeState::kDone;
+  if (ctx_.selective_repeat()) advance_over_placed();
   progress(now);
+}
+
+bool Completer::response_fits(const SendWqe& w, const wire::TransportHeaders& h,
+                              std::span<const uint8_t> payload) const {
+  // IBA 9.7.5.2.1 / C9-118: a response's opcode and length must be the ones its place in the
+  // READ calls for.
+  const uint32_t mtu = ctx_.mtu();
+  const uint32_t idx = static_cast<uint32_t>(h.bth.psn.distance_from(w.first_psn));
+  const uint64_t offset = uint64_t{idx} * mtu;
+  const uint64_t expect = std::min<uint64_t>(mtu, w.length - std::min(w.length, offset));
+  const bool last = idx + 1 == w.npsn;
+  const wire::Place place = wire::opcode_info(h.bth.opcode).place;
+  const bool place_ok = last ? (place == wire::Place::kLast || place == wire::Place::kOnly)
+                             : (place == wire::Place::kFirst || place == wire::Place::kMiddle);
+  return place_ok && payload.size() == expect;
+}
+
+void Completer::place_ahead(SendWqe& w, const wire::TransportHeaders& h,
+                            std::span<const uint8_t> payload) {
+  const Psn psn = h.bth.psn;
+  const int32_t ahead = psn.distance_from(ctx_.una);
+  // Bounded: only the kReadBitmapSlots PSNs after una are tracked; later ones wait for the
+  // re-request (and are counted as dropped now).
+  if (ahead <= 0 || static_cast<uint32_t>(ahead) >= kReadBitmapSlots ||
+      !response_fits(w, h, payload)) {
+    ++ctx_.counters.rx_dropped;
+    return;
+  }
+  const uint32_t slot = psn.value() % kReadBitmapSlots;
+  if (placed_.test(slot)) {
+    ++ctx_.counters.rx_dropped;  // a copy of a response already placed
+    return;
+  }
+  const uint64_t offset =
+      uint64_t{static_cast<uint32_t>(psn.distance_from(w.first_psn))} * ctx_.mtu();
+  if (!scatter(ctx_.memory, w.sge.data(), w.num_sge, offset, payload)) {
+    fail(w, WcStatus::kLocProtErr);
+    return;
+  }
+  placed_.set(slot);
+}
+
+void Completer::advance_over_placed() {
+  // una moves over responses placed ahead of it, READ by READ; each step clears one bit, so this
+  // ends within kReadBitmapSlots steps.
+  while (placed_.any()) {
+    SendWqe* w = find(ctx_.una);
+    if (w == nullptr || !w->is_read()) break;
+    const uint32_t slot = ctx_.una.value() % kReadBitmapSlots;
+    if (!placed_.test(slot)) break;
+    placed_.reset(slot);
+    if (ctx_.una == w->last_psn()) w->state = WqeState::kDone;
+    ctx_.una += 1;
+  }
 }
 
 void Completer::on_atomic_ack(const wire::TransportHeaders& h, Nanos now) {

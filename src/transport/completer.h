@@ -1,6 +1,7 @@
 #pragma once
 // Completer (IBA 9.7.5.2, 9.7.6): ACKs, NAKs, READ responses and atomic ACKs -> retired WQEs and
 // send completions; the local ACK timer, the retry and RNR-retry counters, and go-back-N.
+#include <bitset>
 #include <cstdint>
 #include <span>
 
@@ -38,6 +39,13 @@ class Completer {
   void on_read_response(const wire::TransportHeaders& h, std::span<const uint8_t> payload,
                         Nanos now);
   void on_atomic_ack(const wire::TransportHeaders& h, Nanos now);
+  // Whether a READ response's opcode and length match its place in `w`.
+  bool response_fits(const SendWqe& w, const wire::TransportHeaders& h,
+                     std::span<const uint8_t> payload) const;
+  // Selective repeat: places a READ response beyond una and marks it in placed_.
+  void place_ahead(SendWqe& w, const wire::TransportHeaders& h, std::span<const uint8_t> payload);
+  // Selective repeat: moves una over READ responses placed ahead of it (progress() follows).
+  void advance_over_placed();
   // Go-back-N from una (or, with selective repeat, the packet at una alone), charged to the retry
   // counter; RETRY_EXC_ERR when it is spent.
   void retry(Nanos now);
@@ -62,6 +70,10 @@ class Completer {
   Psn peer_done_;
   bool peer_done_valid_ = false;
   bool tail_probe_ = false;
+  // Selective repeat: READ response PSNs in (una, una + kReadBitmapSlots) already placed, by
+  // PSN modulo kReadBitmapSlots.
+  static constexpr uint32_t kReadBitmapSlots = 512;
+  std::bitset<kReadBitmapSlots> placed_;
 };
 
 }  // namespace uroce::transport

@@ -367,35 +367,58 @@ TEST_F(SrRequester, TheAckTimeoutResendsTheOldestPacketOnlyAndSpendsTheRetryBudg
   EXPECT_EQ(q.qp->state(), QpState::kErr);
 }
 
-TEST_F(SrRequester, AReadResponseGapAsksForTheRestOfTheReadOnly) {
+TEST_F(SrRequester, ReadResponsesPastAGapArePlacedAndOnlyTheReadIsAskedAgain) {
   ASSERT_EQ(q.qp->post_send(wr(1, WrOpcode::kRdmaRead, 4 * kMtu)), 0);
   ASSERT_EQ(q.qp->post_send(wr(2, WrOpcode::kRdmaWrite, 2 * kMtu)), 0);
   ASSERT_EQ(drain().size(), 3u);  // READ request (PSNs 0..3), WRITE (4, 5)
   auto response = [&](uint8_t code, uint32_t i) {
-    Packet p = make_packet(
-        code, kSpsn + i,
-        std::vector<uint8_t>(buf->data.begin() + i * kMtu, buf->data.begin() + (i + 1) * kMtu), 3);
+    Packet p = make_packet(code, kSpsn + i, pattern(kMtu, static_cast<uint8_t>(100 + i)), 3);
     p.hdr.aeth = wire::Aeth::ack(1);
     q.deliver(p, now);
   };
+  auto placed = [&](uint32_t i) {
+    const auto want = pattern(kMtu, static_cast<uint8_t>(100 + i));
+    return std::equal(want.begin(), want.end(), buf->data.begin() + i * kMtu);
+  };
   response(op::kRcReadResponseFirst, 0);
   response(op::kRcReadResponseMiddle, 2);  // 1 lost
+  EXPECT_TRUE(placed(2));                  // placed on arrival: the requester knows its offset
   auto out = drain();
   ASSERT_EQ(out.size(), 1u);  // the READ again for PSNs 1..3, not the WRITE after it
   EXPECT_EQ(out[0].opcode(), op::kRcReadRequest);
   EXPECT_EQ(out[0].psn(), kSpsn + 1);
   EXPECT_EQ(out[0].hdr.reth.va, 0x5000u + kMtu);
   EXPECT_EQ(out[0].hdr.reth.dma_length, 3 * kMtu);
-  response(op::kRcReadResponseMiddle, 3);  // a stale response: still no second request
+  response(op::kRcReadResponseLast, 3);  // also placed; still one request per hole
+  EXPECT_TRUE(placed(3));
   EXPECT_TRUE(drain().empty());
-  response(op::kRcReadResponseMiddle, 1);
-  response(op::kRcReadResponseMiddle, 2);
+  EXPECT_TRUE(q.send_cq.entries.empty());
+  response(op::kRcReadResponseMiddle, 1);  // the hole fills: the READ is complete at once
+  drain();
+  ASSERT_EQ(q.send_cq.entries.size(), 1u);
+  EXPECT_EQ(q.send_cq.pop().status, WcStatus::kSuccess);
+  for (uint32_t i = 0; i < 4; ++i) EXPECT_TRUE(placed(i)) << i;
+  response(op::kRcReadResponseMiddle, 2);  // the replay of what was placed: dropped
   response(op::kRcReadResponseLast, 3);
   ack(kSpsn + 5, wire::Aeth::ack(2));
   drain();
-  ASSERT_EQ(q.send_cq.entries.size(), 2u);
+  ASSERT_EQ(q.send_cq.entries.size(), 1u);
   EXPECT_EQ(q.send_cq.pop().status, WcStatus::kSuccess);
-  EXPECT_EQ(q.send_cq.pop().status, WcStatus::kSuccess);
+  EXPECT_EQ(q.qp->state(), QpState::kRts);
+}
+
+TEST_F(SrRequester, AMalformedReadResponseAheadIsDroppedNotPlaced) {
+  ASSERT_EQ(q.qp->post_send(wr(1, WrOpcode::kRdmaRead, 4 * kMtu)), 0);
+  ASSERT_EQ(drain().size(), 1u);
+  const uint64_t dropped = q.qp->counters().rx_dropped;
+  const std::vector<uint8_t> before = buf->data;
+  // Wrong length for a middle packet, and a LAST where a MIDDLE belongs.
+  Packet p = make_packet(op::kRcReadResponseMiddle, kSpsn + 2, pattern(kMtu - 1, 7), 3);
+  q.deliver(p, now);
+  p = make_packet(op::kRcReadResponseLast, kSpsn + 2, pattern(kMtu, 7), 3);
+  q.deliver(p, now);
+  EXPECT_EQ(q.qp->counters().rx_dropped, dropped + 2);
+  EXPECT_EQ(buf->data, before);
 }
 
 TEST_F(SrRequester, TheWindowNeverExceedsThePeersReorderBuffer) {
