@@ -148,23 +148,28 @@ void Completer::receive(const wire::TransportHeaders& h, std::span<const uint8_t
   // responder executed every request up to it (up to the PSN before a NAK's): remember the
   // furthest, even when this response cannot be used now (a READ response or atomic ACK behind a
   // missing one is dropped, IBA 9.7.5.2.1).
-  const bool is_nak = wire::opcode_info(h.bth.opcode).kind == wire::Kind::kAck &&
-                      h.aeth.type() != wire::AckType::kAck;
+  const bool is_ack = wire::opcode_info(h.bth.opcode).kind == wire::Kind::kAck;
+  const bool is_nak = is_ack && h.aeth.type() != wire::AckType::kAck;
   const Psn done = is_nak ? psn - 1 : psn;
+  // Forgotten once una passes it: a PSN left behind would look ahead again after 2^23 more.
+  if (peer_done_valid_ && peer_done_.before(ctx_.una)) peer_done_valid_ = false;
   if (!peer_done_valid_ || done.after(peer_done_)) peer_done_ = done, peer_done_valid_ = true;
   const Psn una_before = ctx_.una;
   dispatch(h, payload, now);
   if (ctx_.state != QpState::kRts && ctx_.state != QpState::kSqd) return;
   if (tail_probe_ && (is_nak || ctx_.una != una_before)) {
     tail_probe_ = false;
-    if (!is_nak && ctx_.una != ctx_.max_psn) requester_.rewind(ctx_.una);
+    // Only a plain ACK says "nothing held beyond"; a READ response or atomic ACK says nothing
+    // about the requests after it.
+    if (is_ack && !is_nak && ctx_.una != ctx_.max_psn) requester_.rewind(ctx_.una);
   }
   // Catch up: everything up to peer_done_ was executed, so SEND/WRITE packets there are
   // acknowledged, and the first READ/atomic whose answer was dropped is asked for again now,
   // not after a timeout (the responder replays it from its resource, IBA 9.7.5.1.2). This is the
   // requester's half of naming the next hole at once.
-  if (!peer_done_.before(ctx_.una) &&
-      acknowledge_through(peer_done_, now) == Advance::kImpliedNak && !retried_at_una_) {
+  if (peer_done_.before(ctx_.una)) {
+    peer_done_valid_ = false;
+  } else if (acknowledge_through(peer_done_, now) == Advance::kImpliedNak && !retried_at_una_) {
     retried_at_una_ = true;
     restart_at_una();
   }

@@ -367,6 +367,56 @@ TEST_F(SrRequester, TheAckTimeoutResendsTheOldestPacketOnlyAndSpendsTheRetryBudg
   EXPECT_EQ(q.qp->state(), QpState::kErr);
 }
 
+TEST_F(SrRequester, AfterATimeoutAPlainAckForTheResendGoesBackForTheLostTail) {
+  ASSERT_EQ(q.qp->post_send(wr(1, WrOpcode::kSend, 4 * kMtu)), 0);
+  ASSERT_EQ(drain().size(), 4u);
+  now += ack_timeout_ns(cfg.timeout);
+  auto out = drain();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].psn(), kSpsn);
+  // The responder answers the resend with an ACK, not a NAK: it holds nothing after it, so 1..3
+  // were lost too and go again at once, without another timeout.
+  ack(kSpsn);
+  out = drain();
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].psn(), kSpsn + 1);
+  EXPECT_EQ(out[2].psn(), kSpsn + 3);
+  ack(kSpsn + 3);
+  drain();
+  ASSERT_EQ(q.send_cq.entries.size(), 1u);
+  EXPECT_EQ(q.qp->counters().local_ack_timeouts, 1u);
+}
+
+TEST_F(SrRequester, AnAnswerThatOvertookALostOneIsAskedAgainAsSoonAsItsTurnComes) {
+  ASSERT_EQ(q.qp->post_send(wr(1, WrOpcode::kRdmaRead, kMtu)), 0);
+  SendWr fa = wr(2, WrOpcode::kAtomicFetchAdd, 8);
+  fa.remote_addr = 0x8000;
+  ASSERT_EQ(q.qp->post_send(fa), 0);
+  ASSERT_EQ(drain().size(), 2u);  // READ (PSN 0), FETCH_ADD (PSN 1)
+  Packet aa = make_packet(op::kRcAtomicAck, kSpsn + 1, {}, 3);
+  aa.hdr.aeth = wire::Aeth::ack(2);
+  aa.hdr.atomic_ack.original = 5;
+  q.deliver(aa, now);  // overtook the READ response, which is lost: dropped, READ asked again
+  auto out = drain();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].opcode(), op::kRcReadRequest);
+  Packet rr = make_packet(op::kRcReadResponseOnly, kSpsn, pattern(kMtu, 9), 3);
+  rr.hdr.aeth = wire::Aeth::ack(1);
+  q.deliver(rr, now);
+  // The READ is done; the responder had already answered the atomic (its ACK came), so the
+  // atomic is asked again now, not after the ACK timeout. The responder replays its result.
+  out = drain();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].opcode(), op::kRcFetchAdd);
+  EXPECT_EQ(out[0].psn(), kSpsn + 1);
+  q.deliver(aa, now);
+  drain();
+  ASSERT_EQ(q.send_cq.entries.size(), 2u);
+  EXPECT_EQ(q.send_cq.pop().status, WcStatus::kSuccess);
+  EXPECT_EQ(q.send_cq.pop().status, WcStatus::kSuccess);
+  EXPECT_EQ(q.qp->counters().local_ack_timeouts, 0u);
+}
+
 TEST_F(SrRequester, ReadResponsesPastAGapArePlacedAndOnlyTheReadIsAskedAgain) {
   ASSERT_EQ(q.qp->post_send(wr(1, WrOpcode::kRdmaRead, 4 * kMtu)), 0);
   ASSERT_EQ(q.qp->post_send(wr(2, WrOpcode::kRdmaWrite, 2 * kMtu)), 0);
