@@ -74,6 +74,37 @@ TEST(VerbsCcSwitch, EveryConfigureCarriesTheSwitches) {
   qp.reset();
 }
 
+// A device's totals: events add up (destroyed QPs included), the rate gauge is the sum over live
+// QPs, the minimum the smallest non-zero one among them, and a destroyed QP leaves no gauge.
+TEST(VerbsCcSwitch, DeviceCombinesRateGaugesOverLiveQps) {
+  testing::FakeWorld w;
+  auto device_counter = [&](std::string_view name) {
+    for (const Counter& c : w.device->counters())
+      if (c.name == name) return c.value;
+    ADD_FAILURE() << "no device counter " << name;
+    return uint64_t{0};
+  };
+  auto a = w.qp(), b = w.qp(), off = w.qp();
+  w.fake(*a).counters_.rate_cuts = 3;
+  w.fake(*a).counters_.dcqcn_rate_mbps = 4000;
+  w.fake(*a).counters_.dcqcn_min_rate_mbps = 1500;
+  w.fake(*b).counters_.rate_cuts = 2;
+  w.fake(*b).counters_.dcqcn_rate_mbps = 6000;
+  w.fake(*b).counters_.dcqcn_min_rate_mbps = 2500;  // `off` keeps 0: DCQCN off, not a minimum
+  EXPECT_EQ(device_counter("rp_cnp_rate_cuts"), 5u);
+  EXPECT_EQ(device_counter("rp_rate_mbps"), 10'000u);
+  EXPECT_EQ(device_counter("rp_min_rate_mbps"), 1500u);
+  a.reset();
+  EXPECT_EQ(device_counter("rp_cnp_rate_cuts"), 5u);  // a's cuts stay in the total
+  EXPECT_EQ(device_counter("rp_rate_mbps"), 6000u);   // its rate does not
+  EXPECT_EQ(device_counter("rp_min_rate_mbps"), 2500u);
+  b.reset();
+  off.reset();
+  EXPECT_EQ(device_counter("rp_rate_mbps"), 0u);
+  EXPECT_EQ(device_counter("rp_min_rate_mbps"), 0u);
+  EXPECT_EQ(device_counter("rp_cnp_rate_cuts"), 5u);
+}
+
 // An in-memory wire whose receiving end can mark every data packet CE, as a congested switch
 // would (the IP ECN field arrives as RxPacket::ce).
 class MarkingLink : public link::Link {
