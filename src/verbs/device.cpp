@@ -99,6 +99,12 @@ Result<uint32_t> Device::register_qp(QueuePair* qp) {
   return Err(ENOMEM);
 }
 
+void Device::send_ready_before_destroy(QueuePair* qp) {
+  if (!config_.transmit_before_receive) return;
+  qp->transmit(last_pass_at_.load(std::memory_order_relaxed), link_, kDefaultBudget);
+  link_.flush();
+}
+
 void Device::unregister_qp(QueuePair* qp) {
   qps_.erase(qp->qp_num());
   auto it = std::find(qp_order_.begin(), qp_order_.end(), qp);
@@ -152,6 +158,7 @@ void Device::deliver(const wire::RxPacket& packet, Nanos now) {
 Nanos Device::progress(Nanos now, size_t budget) {
   std::shared_lock quiesce(quiesce_);
   progress_passes_.fetch_add(1, std::memory_order_relaxed);
+  last_pass_at_.store(now, std::memory_order_relaxed);
   if (budget == 0) return now;
   if (port_state_.load() != static_cast<uint8_t>(PortState::kActive)) return kNever;
 

@@ -131,6 +131,11 @@ class Device {
 
   Result<uint32_t> register_qp(QueuePair* qp);  // allocates the QPN; needs quiesce_ exclusive
   void unregister_qp(QueuePair* qp);            // needs quiesce_ exclusive
+  // With transmit_before_receive a pass leaves responses for the next one; a QP destroyed
+  // between the two would take the ACK of the last message it received with it (the peer would
+  // retry into RETRY_EXC_ERR). Sends what the QP has ready, as a NIC would have. Needs quiesce_
+  // exclusive.
+  void send_ready_before_destroy(QueuePair* qp);
   void post_to_all_contexts(const AsyncEvent& e);
   void deliver(const wire::RxPacket& packet, Nanos now);
 
@@ -157,6 +162,7 @@ class Device {
   std::atomic<uint64_t> rx_drop_unknown_qpn_{0};
   std::atomic<uint64_t> rx_drop_qp_state_{0};
   std::atomic<uint64_t> progress_passes_{0};
+  std::atomic<Nanos> last_pass_at_{0};  // the `now` of the latest progress() pass
   // Counters of QPs already destroyed, so device totals never go backwards.
   std::vector<Counter> retired_;
 };

@@ -165,7 +165,10 @@ QueuePair::QueuePair(ProtectionDomain& pd, const QpInitAttr& init)
 QueuePair::~QueuePair() {
   {
     std::unique_lock barrier(dev_.quiesce_);
-    if (qpn_ != 0) dev_.unregister_qp(this);
+    if (qpn_ != 0) {
+      dev_.send_ready_before_destroy(this);
+      dev_.unregister_qp(this);
+    }
     tqp_.reset();
   }
   pd_.context().async_events().purge(this);

@@ -68,7 +68,7 @@ class PairLink : public link::Link {
 };
 
 struct Node {
-  explicit Node(PairLink& l) : link(l), dev(l) {
+  explicit Node(PairLink& l, const DeviceConfig& config = {}) : link(l), dev(l, config) {
     ctx = std::move(dev.open().value());
     pd = std::move(ctx->alloc_pd().value());
     cq = std::move(ctx->create_cq(256).value());
@@ -281,6 +281,45 @@ TEST_F(VerbsLoopback, ErrFlushesOutstandingWorkInPostingOrder) {
   }
   EXPECT_EQ(sends, (std::vector<uint64_t>{1, 2, 3, 4, 5, 6}));
   EXPECT_EQ(recvs, (std::vector<uint64_t>{101, 102, 103, 104, 105, 106}));
+}
+
+TEST(VerbsTransmitFirst, ResponsesWaitForTheNextPassButNotForADestroy) {
+  DeviceConfig config;
+  config.transmit_before_receive = true;
+  PairLink la(gid_from_ipv4({10, 0, 1, 1})), lb(gid_from_ipv4({10, 0, 1, 2}));
+  la.connect(lb);
+  lb.connect(la);
+  Node a(la, config), b(lb, config);
+  connect(a, b);
+  connect(b, a);
+  Sge rsge{b.addr(0), 64, b.mr->lkey()};
+  transport::RecvWr r;
+  r.wr_id = 1;
+  r.sg_list = {&rsge, 1};
+  ASSERT_EQ(b.qp->post_recv(r), 0);
+  Sge ssge{a.addr(0), 8, a.mr->lkey()};
+  transport::SendWr s;
+  s.wr_id = 2;
+  s.opcode = WrOpcode::kSend;
+  s.flags = transport::kSendSignaled;
+  s.sg_list = {&ssge, 1};
+  ASSERT_EQ(a.qp->post_send(s), 0);
+  Nanos now = 1000;
+  a.dev.progress(now);  // the SEND leaves
+  EXPECT_EQ(la.counters().tx_packets, 1u);
+  // b receives it and completes the receive; its ACK waits for b's next pass, which is due now.
+  EXPECT_EQ(b.dev.progress(now), now);
+  EXPECT_EQ(lb.counters().tx_packets, 0u);
+  std::array<Completion, 4> out;
+  ASSERT_EQ(b.cq->poll(out), 1u);
+  EXPECT_EQ(out[0].status, WcStatus::kSuccess);
+  // Destroyed before that pass: the ACK still goes, so a's SEND completes instead of retrying.
+  b.qp.reset();
+  EXPECT_EQ(lb.counters().tx_packets, 1u);
+  a.dev.progress(now + 1000);
+  ASSERT_EQ(a.cq->poll(out), 1u);
+  EXPECT_EQ(out[0].wr_id, 2u);
+  EXPECT_EQ(out[0].status, WcStatus::kSuccess);
 }
 
 }  // namespace

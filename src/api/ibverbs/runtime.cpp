@@ -72,7 +72,11 @@ Result<std::shared_ptr<Runtime>> Runtime::acquire(Device* device) {
   auto link = link::UdpLink::open(opts);
   if (!link.ok()) return Err(link.error());
   rt->link_ = std::move(*link);
-  rt->dev_ = std::make_unique<verbs::Device>(*rt->link_, verbs_config(*device));
+  verbs::DeviceConfig dc = verbs_config(*device);
+  // Application threads post and poll between passes (drive()), so a pass sends first: a reply
+  // posted after a poll leaves at once and carries the ACK of what it answers in the same send.
+  dc.transmit_before_receive = true;
+  rt->dev_ = std::make_unique<verbs::Device>(*rt->link_, dc);
   // Application threads drive the NIC themselves when they post or find a CQ empty (drive()), so
   // the thread only has to cover the time they do not: it sleeps as soon as traffic stops
   // instead of competing with them for a core.
