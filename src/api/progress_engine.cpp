@@ -114,14 +114,20 @@ Nanos ProgressEngine::pump() {
 void ProgressEngine::pump_or_wait(int extra_fd, Nanos max_wait_ns) {
   Nanos now, next;
   Idle idle;
+  bool moved;
   {
     std::lock_guard lock(mu_);
     inline_passes_.fetch_add(1, std::memory_order_relaxed);
     now = now_ns();
     next = pass(now);
+    moved = last_busy_ == now;
     idle = idleness(now);
   }
-  if (next <= now || idle == Idle::kBusy) return;
+  if (next <= now) return;
+  if (idle == Idle::kBusy) {
+    if (options_.yield_on_empty_spin && !moved) sched_yield();
+    return;
+  }
   if (idle == Idle::kYield) {
     sched_yield();
     return;

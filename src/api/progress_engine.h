@@ -39,6 +39,11 @@ struct ProgressOptions {
   // costs about as much.
   Nanos min_block_ns = 20'000;
   size_t budget = verbs::Device::kDefaultBudget;  // packets per progress() pass
+  // pump_or_wait() also yields the core after a pass that moved nothing while it spins: with
+  // more busy threads than cores (two spinning bench processes beside a build), a spinner that
+  // never yields holds its core for a whole time slice while its peer waits for it, and a
+  // ping-pong round trip becomes a scheduler tick (4 ms) instead of microseconds.
+  bool yield_on_empty_spin = false;
   // The engine's thread blocks every signal, so a signal meant for the program (qperf's SIGALRM)
   // reaches one of the program's own threads and interrupts its blocking calls with EINTR.
   bool block_signals = true;

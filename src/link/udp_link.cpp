@@ -493,7 +493,12 @@ size_t UdpLink::send_batch(mmsghdr* msgs, size_t count) {
 
 size_t UdpLink::poll(const RxHandler& handler, size_t budget) {
   size_t taken = 0;
-  while (taken < budget) {
+  // A receive call that returned fewer datagrams than it asked for found the socket empty: asking
+  // again at once would be a system call (a microsecond or more in a VM) that finds nothing,
+  // and on a ping-pong it sits between the request and the reply. What arrives meanwhile waits
+  // for the next poll.
+  bool drained = false;
+  while (taken < budget && !(drained && rx_next_ == rx_filled_)) {
     if (rx_next_ == rx_filled_) {
       rx_next_ = rx_filled_ = 0;
       rx_next_offset_ = 0;
@@ -546,6 +551,7 @@ size_t UdpLink::poll(const RxHandler& handler, size_t budget) {
         }
       }
       rx_filled_ = static_cast<size_t>(r);
+      drained = rx_filled_ < want;
     }
     taken += deliver(handler, budget - taken);
   }

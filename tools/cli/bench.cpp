@@ -284,7 +284,7 @@ class Client {
     Completion wc[16];
     Nanos last = monotonic_ns();
     while (!done()) {
-      node_.pump();
+      node_.pump_or_wait(-1, 1'000'000);
       size_t n = node_.poll_cq(wc);
       for (size_t i = 0; i < n; ++i) {
         if (wc[i].status != WcStatus::kSuccess) return report_wc_error(node_, wc[i], o_);
@@ -504,17 +504,11 @@ class Server {
     bool have_end = false;
     Nanos last = monotonic_ns();
     Nanos next_oob_check = 0;
-    bool pingpong = p_.mode == BenchMode::kLatency &&
-                    (p_.test == BenchTest::kWrite || p_.test == BenchTest::kSend);
     for (;;) {
       if (p_.mode == BenchMode::kLatency && p_.test == BenchTest::kWrite && size_ > 0 &&
           status_ == 0)
         answer_writes();
-      if (pingpong) {
-        node_.pump();
-      } else {
-        node_.pump_or_wait(ch_.fd(), 1'000'000);
-      }
+      node_.pump_or_wait(ch_.fd(), 1'000'000);
       size_t n = node_.poll_cq(wc);
       for (size_t i = 0; i < n; ++i) on_completion(wc[i]);
       if (n) last = monotonic_ns();

@@ -146,6 +146,7 @@ std::unique_ptr<Node> Node::open(const NodeOptions& options, std::string& error)
   api::ProgressOptions po;
   po.spin_ns = 100'000;
   po.yield_ns = 0;
+  po.yield_on_empty_spin = true;
   n->engine_ = std::make_unique<api::ProgressEngine>(*n->device_, po);
   auto fail = [&](const char* what, int err) {
     error = std::string(what) + ": " + std::strerror(err);
