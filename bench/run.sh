@@ -159,6 +159,7 @@ slot() {
     return
   fi
   v=$(eval "$(uroce_cmd "$name")" 2>&1 | tail -1 | field value)
+  [[ -n $v ]] && v=$(awk -v v="$v" 'BEGIN { printf (v < 10 ? "%.3f" : "%.2f"), v }')
   if [[ -z $v ]]; then
     printf '  %-34s (failed: %s)\n' "$name" "$(uroce_cmd "$name")"
     return
