@@ -17,27 +17,64 @@ void Completer::reset() {
   peer_done_valid_ = false;
   tail_probe_ = false;
   placed_.reset();
+  srtt_ = 0;
+  rtt_sampling_ = false;
+  last_max_psn_ = ctx_.max_psn;
+  fast_deadline_ = kNever;
+  fast_fired_ = false;
   ctx_.rnr_hold_until = 0;
 }
 
 void Completer::on_sent(Nanos now) {
-  if (ctx_.type != QpType::kRc || ack_deadline_ != kNever) return;
+  if (ctx_.type != QpType::kRc) return;
+  if (ctx_.selective_repeat()) {
+    // A new packet (max_psn moved) starts a round-trip sample if none is running.
+    if (ctx_.max_psn != last_max_psn_ && !rtt_sampling_) {
+      rtt_sampling_ = true;
+      rtt_psn_ = ctx_.max_psn - 1;
+      rtt_sent_at_ = now;
+    }
+    last_max_psn_ = ctx_.max_psn;
+    if (fast_deadline_ == kNever && srtt_ != 0 && !fast_fired_)
+      fast_deadline_ = add_saturating(now, fast_rto());
+  }
+  if (ack_deadline_ != kNever) return;
   ack_deadline_ = add_saturating(now, ack_timeout_ns(ctx_.config.timeout));
 }
 
+Nanos Completer::fast_rto() const {
+  // Three round trips (queueing included: the samples are taken under load), at least 2 us, and
+  // never later than the ACK timeout it stands in front of.
+  constexpr Nanos kFloor = 2'000;
+  return std::min(std::max(3 * srtt_, kFloor), ack_timeout_ns(ctx_.config.timeout));
+}
+
 Nanos Completer::deadline() const {
-  return std::min(ack_deadline_, rnr_waiting_ ? ctx_.rnr_hold_until : kNever);
+  return std::min({ack_deadline_, rnr_waiting_ ? ctx_.rnr_hold_until : kNever, fast_deadline_});
 }
 
 void Completer::on_timer(Nanos now) {
   if (ctx_.state == QpState::kErr || ctx_.state == QpState::kReset) {
     ack_deadline_ = kNever;
+    fast_deadline_ = kNever;
     rnr_waiting_ = false;
     return;
   }
   if (rnr_waiting_ && now >= ctx_.rnr_hold_until) {
     rnr_waiting_ = false;
     ctx_.rnr_hold_until = 0;
+  }
+  if (fast_deadline_ <= now) {
+    fast_deadline_ = kNever;
+    // Selective repeat: una has not moved for three round trips with packets out, so the hole
+    // there lost its NAK or its resend (the responder names a hole once). Resend that packet once,
+    // charged to nothing: the ACK timeout stays the backstop that spends retry_cnt.
+    if (ctx_.selective_repeat() && !fast_fired_ && ctx_.max_psn != ctx_.una &&
+        ack_deadline_ > now) {
+      fast_fired_ = true;
+      rtt_sampling_ = false;
+      requester_.resend(ctx_.una);
+    }
   }
   if (ack_deadline_ > now) return;
   ack_deadline_ = kNever;
@@ -67,6 +104,7 @@ void Completer::retry(Nanos now) {
 }
 
 void Completer::restart_at_una() {
+  rtt_sampling_ = false;  // Karn: a round trip that spans a retransmission says nothing
   // Selective repeat: the responder kept what came after the hole, so only the packet at una
   // goes again (for a READ, a request for the rest of it, IBA 9.7.4.1.2). Go-back-N resends
   // everything from una (IBA 9.7.4.1.3).
@@ -120,6 +158,17 @@ void Completer::progress(Nanos now) {
   retry_left_ = ctx_.config.retry_cnt;
   rnr_retry_left_ = ctx_.config.rnr_retry;
   retried_at_una_ = false;
+  if (ctx_.selective_repeat()) {
+    if (rtt_sampling_ && ctx_.una.after(rtt_psn_)) {
+      const Nanos sample = now - rtt_sent_at_;
+      srtt_ =
+          srtt_ == 0 ? std::max<Nanos>(sample, 1) : std::max<Nanos>((7 * srtt_ + sample) / 8, 1);
+      rtt_sampling_ = false;
+    }
+    fast_fired_ = false;
+    fast_deadline_ =
+        srtt_ != 0 && ctx_.max_psn != ctx_.una ? add_saturating(now, fast_rto()) : kNever;
+  }
   // An ACK for packets sent before a go-back-N restart may overtake the restart.
   if (ctx_.next_psn.before(ctx_.una)) requester_.rewind(ctx_.una);
   ack_deadline_ =

@@ -74,6 +74,16 @@ class Completer {
   // PSN modulo kReadBitmapSlots.
   static constexpr uint32_t kReadBitmapSlots = 512;
   std::bitset<kReadBitmapSlots> placed_;
+  // Selective repeat's fast retransmission (IRN's RTO_low, section 3.1): a smoothed round trip
+  // measured on new packets (Karn: no sample across a retransmission), and a timer that resends
+  // the packet at una once if una has not moved for a few round trips while packets are out.
+  Nanos fast_rto() const;
+  Nanos srtt_ = 0;  // 0: no sample yet, no fast timer
+  bool rtt_sampling_ = false;
+  Psn rtt_psn_, last_max_psn_;
+  Nanos rtt_sent_at_ = 0;
+  Nanos fast_deadline_ = kNever;
+  bool fast_fired_ = false;  // the packet at this una was already resent by the fast timer
 };
 
 }  // namespace uroce::transport
