@@ -367,6 +367,36 @@ TEST_F(SrRequester, TheAckTimeoutResendsTheOldestPacketOnlyAndSpendsTheRetryBudg
   EXPECT_EQ(q.qp->state(), QpState::kErr);
 }
 
+TEST_F(SrRequester, ALostResendGoesAgainAfterThreeRoundTripsNotAfterTheAckTimeout) {
+  // A first message measures the round trip: 10 us.
+  ASSERT_EQ(q.qp->post_send(wr(1, WrOpcode::kSend, kMtu)), 0);
+  ASSERT_EQ(drain().size(), 1u);
+  now += 10'000;
+  ack(kSpsn);
+  ASSERT_EQ(q.qp->post_send(wr(2, WrOpcode::kSend, 4 * kMtu)), 0);
+  ASSERT_EQ(drain().size(), 4u);
+  now += 10'000;
+  seq_nak(kSpsn + 2);  // 1 arrived, 2 is missing (the second message has PSNs 1..4)
+  auto out = drain();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].psn(), kSpsn + 2);
+  // That resend is lost too; the responder NAKs a hole once, so only a timer can tell. The fast
+  // one fires three round trips after the last progress, long before the 4 ms ACK timeout.
+  EXPECT_LE(q.qp->next_deadline(now), now + 30'000);
+  now += 29'000;
+  EXPECT_TRUE(drain().empty());
+  now += 1'000;
+  out = drain();
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].psn(), kSpsn + 2);
+  EXPECT_EQ(q.qp->counters().local_ack_timeouts, 0u);
+  // Once per una: if that is lost as well, the ACK timeout (retry_cnt) takes over.
+  EXPECT_EQ(q.qp->next_deadline(now), now - 30'000 + ack_timeout_ns(cfg.timeout));
+  ack(kSpsn + 4);
+  drain();
+  EXPECT_EQ(q.send_cq.entries.size(), 2u);
+}
+
 TEST_F(SrRequester, AfterATimeoutAPlainAckForTheResendGoesBackForTheLostTail) {
   ASSERT_EQ(q.qp->post_send(wr(1, WrOpcode::kSend, 4 * kMtu)), 0);
   ASSERT_EQ(drain().size(), 4u);
