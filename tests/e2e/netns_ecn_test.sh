@@ -85,6 +85,7 @@ iv = j["intervals"]
 print("  t/s:       " + " ".join("%5.1f" % s["t_s"] for s in iv))
 print("  Gb/s:      " + " ".join("%5.2f" % s["gbps"] for s in iv))
 print("  rate Gb/s: " + " ".join("%5.2f" % (s["dcqcn_rate_mbps"] / 1000) for s in iv))
+print("  low Gb/s:  " + " ".join("%5.2f" % (s["dcqcn_low_mbps"] / 1000) for s in iv))
 PY
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
@@ -146,6 +147,7 @@ struct IntervalSample {
   double t_s = 0;      // since the size started
   double gbps = 0;
   uint64_t rate_mbps = 0;  // the QP's DCQCN rate; 0 with congestion control off
+  uint64_t low_mbps = 0;   // the lowest of the rates read every millisecond in the interval
   uint64_t rate_cuts = 0;  // so far, on this QP
   uint64_t cnps_handled = 0;
 };
@@ -158,9 +160,9 @@ uint64_t find_counter(const std::vector<verbs::Counter>& cs, std::string_view na
 
 std::string format_interval(const IntervalSample& s) {
   return fmt::format(
-      " interval {:>8.3f} s {:>10} B {:>9.3f} Gb/s  dcqcn rate {:>7} Mb/s  cuts {:>7}"
+      " interval {:>8.3f} s {:>10} B {:>9.3f} Gb/s  dcqcn rate {:>7} Mb/s (low {:>7})  cuts {:>7}"
       "  cnps {:>7}\n",
-      s.t_s, s.bytes, s.gbps, s.rate_mbps, s.rate_cuts, s.cnps_handled);
+      s.t_s, s.bytes, s.gbps, s.rate_mbps, s.low_mbps, s.rate_cuts, s.cnps_handled);
 }
 
 class Client {
@@ -238,9 +240,17 @@ class Client {
     const Nanos interval = static_cast<Nanos>(o_.interval_s * 1e9);
     Nanos tick_at = interval ? start + interval : kNever, tick_from = start;
     uint64_t tick_completed = 0;
+    // DCQCN recovers from a cut within milliseconds, so one reading per interval would mostly
+    // miss the cuts: the rate is also read every millisecond and the interval keeps its lowest.
+    Nanos peek_at = interval ? start : kNever;
+    low_mbps_ = UINT64_MAX;
     while (completed < posted || posted < goal) {
       Nanos now = monotonic_ns();
       if (now >= end) goal = posted;
+      if (now >= peek_at) {
+        low_mbps_ = std::min(low_mbps_, find_counter(node_.qp_counters(), "rp_rate_mbps"));
+        peek_at = now + 1'000'000;
+      }
       if (now >= tick_at) {
         sample_interval(now - start, now - tick_from, completed - tick_completed);
         tick_from = now;
@@ -381,6 +391,8 @@ class Client {
     uint64_t per = p_.test == BenchTest::kAtomic ? 8 : size_;
     s.gbps = span ? static_cast<double>(messages * per) * 8 / static_cast<double>(span) : 0;
     s.rate_mbps = find_counter(cs, "rp_rate_mbps");
+    s.low_mbps = std::min(low_mbps_, s.rate_mbps);
+    low_mbps_ = UINT64_MAX;
     s.rate_cuts = find_counter(cs, "rp_cnp_rate_cuts");
     s.cnps_handled = find_counter(cs, "rp_cnp_handled");
     intervals_.push_back(s);
@@ -399,6 +411,7 @@ class Client {
   uint64_t recv_posted_ = 0;
   std::vector<bool> seen_;
   std::vector<IntervalSample> intervals_;
+  uint64_t low_mbps_ = UINT64_MAX;  // lowest DCQCN rate read in the current interval
 };
 
 // ---- Server ------------------------------------------------------------------------------------
@@ -755,6 +768,7 @@ int run_bench_client(const BenchOptions& o) {
           .field("t_s", s.t_s)
           .field("gbps", s.gbps)
           .field("dcqcn_rate_mbps", s.rate_mbps)
+          .field("dcqcn_low_mbps", s.low_mbps)
           .field("rate_cuts", s.rate_cuts)
           .field("cnps_handled", s.cnps_handled)
           .end_object();
