@@ -95,26 +95,26 @@ line_mbps=$((LINE_GBPS * 1000))
 run dcqcn "$SECS" --cc dcqcn --line-rate "$LINE_GBPS"
 summary "$TMP/dcqcn.json"
 c='j["counters"]'
-json_check "$TMP/dcqcn.json" "$c['remote']['np_ecn_marked_roce_packets'] > 0"
-json_check "$TMP/dcqcn.json" "$c['remote']['np_cnp_sent'] > 0"
-json_check "$TMP/dcqcn.json" "$c['local']['rp_cnp_handled'] > 0"
-json_check "$TMP/dcqcn.json" "$c['local']['rp_cnp_rate_cuts'] > 0"
-json_check "$TMP/dcqcn.json" "$c['local']['rp_cnp_handled'] <= $c['remote']['np_cnp_sent']"
+json_check "$TMP/dcqcn.json" "${c}['remote']['np_ecn_marked_roce_packets'] > 0"
+json_check "$TMP/dcqcn.json" "${c}['remote']['np_cnp_sent'] > 0"
+json_check "$TMP/dcqcn.json" "${c}['local']['rp_cnp_handled'] > 0"
+json_check "$TMP/dcqcn.json" "${c}['local']['rp_cnp_rate_cuts'] > 0"
+json_check "$TMP/dcqcn.json" "${c}['local']['rp_cnp_handled'] <= ${c}['remote']['np_cnp_sent']"
 # Well below line rate at its lowest (the first cut of a fresh flow halves it: alpha starts at
 # 1023/1024) ...
-json_check "$TMP/dcqcn.json" "0 < $c['local']['rp_min_rate_mbps'] <= 0.6 * $line_mbps"
+json_check "$TMP/dcqcn.json" "0 < ${c}['local']['rp_min_rate_mbps'] <= 0.6 * $line_mbps"
 # ... and back at (within 5% of) line rate once the marks stopped: the last sample of the series
 # or the final gauge. (Within the marked half the samples mostly show it recovered, too: at
 # these rates the mlx5 parameters climb back within a few milliseconds of a cut.)
 json_check "$TMP/dcqcn.json" \
-  "max(j['intervals'][-1]['dcqcn_rate_mbps'], $c['local']['rp_rate_mbps']) >= 0.95 * $line_mbps"
+  "max(j['intervals'][-1]['dcqcn_rate_mbps'], ${c}['local']['rp_rate_mbps']) >= 0.95 * $line_mbps"
 echo "ok: dcqcn: marks -> CNPs -> rate cut -> recovery to line rate"
 
 run control "$SECS"
 summary "$TMP/control.json"
-json_check "$TMP/control.json" "$c['remote']['np_ecn_marked_roce_packets'] > 0"
-json_check "$TMP/control.json" "$c['remote']['np_cnp_sent'] == 0"
-json_check "$TMP/control.json" "$c['local']['rp_cnp_handled'] == 0"
-json_check "$TMP/control.json" "$c['local']['rp_cnp_rate_cuts'] == 0"
-json_check "$TMP/control.json" "$c['local']['rp_rate_mbps'] == 0"
+json_check "$TMP/control.json" "${c}['remote']['np_ecn_marked_roce_packets'] > 0"
+json_check "$TMP/control.json" "${c}['remote']['np_cnp_sent'] == 0"
+json_check "$TMP/control.json" "${c}['local']['rp_cnp_handled'] == 0"
+json_check "$TMP/control.json" "${c}['local']['rp_cnp_rate_cuts'] == 0"
+json_check "$TMP/control.json" "${c}['local']['rp_rate_mbps'] == 0"
 echo "ok: control: marks counted, no CNP, no rate change"
