@@ -15,9 +15,8 @@ void Completer::reset() {
   rnr_waiting_ = false;
   retried_at_una_ = false;
   peer_done_valid_ = false;
-  tail_probe_ = false;
   placed_.reset();
-  srtt_ = 0;
+  srtt_ = rttvar_ = 0;
   rtt_sampling_ = false;
   last_max_psn_ = ctx_.max_psn;
   fast_deadline_ = kNever;
@@ -43,10 +42,12 @@ void Completer::on_sent(Nanos now) {
 }
 
 Nanos Completer::fast_rto() const {
-  // Three round trips (queueing included: the samples are taken under load), at least 2 us, and
-  // never later than the ACK timeout it stands in front of.
+  // Three round trips or RFC 6298's srtt + 4 rttvar, whichever is longer (the samples include
+  // queueing and, on a real host, scheduling: they vary), at least 2 us, and never later than the
+  // ACK timeout it stands in front of.
   constexpr Nanos kFloor = 2'000;
-  return std::min(std::max(3 * srtt_, kFloor), ack_timeout_ns(ctx_.config.timeout));
+  const Nanos rto = std::max({3 * srtt_, srtt_ + 4 * rttvar_, kFloor});
+  return std::min(rto, ack_timeout_ns(ctx_.config.timeout));
 }
 
 Nanos Completer::deadline() const {
@@ -84,10 +85,6 @@ void Completer::on_timer(Nanos now) {
   // only and carries on (IRN's timeout, section 3.1): the responder then names the next hole.
   ++ctx_.counters.local_ack_timeouts;
   retry(now);
-  // Selective repeat sent only the oldest packet. If the responder answers it with a plain ACK
-  // it holds nothing after it (else it would NAK the next hole), so the rest of what was in
-  // flight before the timeout is lost too: receive() then goes back N for it.
-  if (ctx_.selective_repeat()) tail_probe_ = true;
 }
 
 void Completer::retry(Nanos now) {
@@ -159,10 +156,21 @@ void Completer::progress(Nanos now) {
   rnr_retry_left_ = ctx_.config.rnr_retry;
   retried_at_una_ = false;
   if (ctx_.selective_repeat()) {
+    // A sample of 0 is an answer that came back within the caller's pass (one `now` for a whole
+    // send-and-receive pass): it only says the round trip was shorter than the pass. Dropped.
+    if (rtt_sampling_ && ctx_.una.after(rtt_psn_) && now == rtt_sent_at_) rtt_sampling_ = false;
     if (rtt_sampling_ && ctx_.una.after(rtt_psn_)) {
-      const Nanos sample = now - rtt_sent_at_;
-      srtt_ =
-          srtt_ == 0 ? std::max<Nanos>(sample, 1) : std::max<Nanos>((7 * srtt_ + sample) / 8, 1);
+      // Jacobson/Karels (RFC 6298 2.2-2.3): srtt += (r - srtt) / 8, rttvar += (|srtt - r| -
+      // rttvar) / 4.
+      const Nanos sample = std::max<Nanos>(now - rtt_sent_at_, 1);
+      if (srtt_ == 0) {
+        srtt_ = sample;
+        rttvar_ = sample / 2;
+      } else {
+        const Nanos err = sample > srtt_ ? sample - srtt_ : srtt_ - sample;
+        rttvar_ = (3 * rttvar_ + err) / 4;
+        srtt_ = std::max<Nanos>((7 * srtt_ + sample) / 8, 1);
+      }
       rtt_sampling_ = false;
     }
     fast_fired_ = false;
@@ -197,21 +205,14 @@ void Completer::receive(const wire::TransportHeaders& h, std::span<const uint8_t
   // responder executed every request up to it (up to the PSN before a NAK's): remember the
   // furthest, even when this response cannot be used now (a READ response or atomic ACK behind a
   // missing one is dropped, IBA 9.7.5.2.1).
-  const bool is_ack = wire::opcode_info(h.bth.opcode).kind == wire::Kind::kAck;
-  const bool is_nak = is_ack && h.aeth.type() != wire::AckType::kAck;
+  const bool is_nak = wire::opcode_info(h.bth.opcode).kind == wire::Kind::kAck &&
+                      h.aeth.type() != wire::AckType::kAck;
   const Psn done = is_nak ? psn - 1 : psn;
   // Forgotten once una passes it: a PSN left behind would look ahead again after 2^23 more.
   if (peer_done_valid_ && peer_done_.before(ctx_.una)) peer_done_valid_ = false;
   if (!peer_done_valid_ || done.after(peer_done_)) peer_done_ = done, peer_done_valid_ = true;
-  const Psn una_before = ctx_.una;
   dispatch(h, payload, now);
   if (ctx_.state != QpState::kRts && ctx_.state != QpState::kSqd) return;
-  if (tail_probe_ && (is_nak || ctx_.una != una_before)) {
-    tail_probe_ = false;
-    // Only a plain ACK says "nothing held beyond"; a READ response or atomic ACK says nothing
-    // about the requests after it.
-    if (is_ack && !is_nak && ctx_.una != ctx_.max_psn) requester_.rewind(ctx_.una);
-  }
   // Catch up: everything up to peer_done_ was executed, so SEND/WRITE packets there are
   // acknowledged, and the first READ/atomic whose answer was dropped is asked for again now,
   // not after a timeout (the responder replays it from its resource, IBA 9.7.5.1.2). This is the

@@ -65,11 +65,9 @@ class Completer {
   // Set when go-back-N restarted from una and nothing was acknowledged since: further implied
   // NAKs for the same loss are left to the ACK timer instead of restarting again and again.
   bool retried_at_una_ = false;
-  // Selective repeat: the furthest PSN the responder is known to have executed, and whether the
-  // last timeout's single resend is waiting for its answer (see on_timer).
+  // Selective repeat: the furthest PSN the responder is known to have executed.
   Psn peer_done_;
   bool peer_done_valid_ = false;
-  bool tail_probe_ = false;
   // Selective repeat: READ response PSNs in (una, una + kReadBitmapSlots) already placed, by
   // PSN modulo kReadBitmapSlots.
   static constexpr uint32_t kReadBitmapSlots = 512;
@@ -79,6 +77,7 @@ class Completer {
   // the packet at una once if una has not moved for a few round trips while packets are out.
   Nanos fast_rto() const;
   Nanos srtt_ = 0;  // 0: no sample yet, no fast timer
+  Nanos rttvar_ = 0;
   bool rtt_sampling_ = false;
   Psn rtt_psn_, last_max_psn_;
   Nanos rtt_sent_at_ = 0;

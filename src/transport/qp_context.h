@@ -21,11 +21,17 @@ inline constexpr uint32_t kMaxPsnWindow = Psn::kHalf - 1;
 // Largest message (IBA 9.4: 2^31 bytes).
 inline constexpr uint64_t kMaxMessageBytes = 1ull << 31;
 // Selective repeat: the responder's reorder buffer holds request packets up to this many PSNs
-// past the expected one (a power of two, so PSN % slots stays consistent across the 2^24 wrap),
-// and at most this many payload bytes (every slot a full 4096-byte packet). A selective-repeat
-// requester keeps its window within the slots, so an honest uroce peer never overflows it.
-inline constexpr uint32_t kReorderSlots = 512;
-inline constexpr uint64_t kReorderBytes = uint64_t{kReorderSlots} * 4096;
+// past the expected one (a power of two, so PSN % slots stays consistent across the 2^24 wrap;
+// as many as the default max_psn_window), and at most this many payload bytes. A selective-repeat
+// requester keeps its window within both (kReorderBytes / MTU packets: 4096 at 1024 bytes, 1024
+// at 4096), so an honest uroce peer never overflows it.
+inline constexpr uint32_t kReorderSlots = 4096;
+inline constexpr uint64_t kReorderBytes = 4u << 20;
+// The selective-repeat requester's cap on unacknowledged PSNs at this MTU.
+inline constexpr uint32_t reorder_window(uint32_t mtu) {
+  const uint64_t by_bytes = kReorderBytes / (mtu == 0 ? 1 : mtu);
+  return by_bytes < kReorderSlots ? static_cast<uint32_t>(by_bytes) : kReorderSlots;
+}
 // Selective retransmissions queued at the requester (one per sequence NAK or timeout; the
 // responder names one hole at a time, so a handful is plenty; more falls back to go-back-N).
 inline constexpr uint32_t kMaxPendingResends = 16;

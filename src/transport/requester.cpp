@@ -190,7 +190,7 @@ Requester::Gate Requester::gate(Nanos now, Next& next, Nanos* when) const {
     uint32_t window = std::clamp<uint32_t>(ctx_.config.max_psn_window, 1, kMaxPsnWindow);
     // Every packet in flight must fit the peer's reorder buffer, or it would be dropped there
     // and cost a timeout instead of a NAK.
-    if (ctx_.selective_repeat()) window = std::min(window, kReorderSlots);
+    if (ctx_.selective_repeat()) window = std::min(window, reorder_window(ctx_.mtu()));
     if (in_flight > 0 && uint64_t{in_flight} + next.psns > window) return Gate::kBlocked;
   }
   if (!ctx_.pacer.may_send(now, next.payload_len, in_flight)) {

@@ -173,8 +173,11 @@ void Responder::drain() {
     --held_count_;
     held_bytes_ -= s.payload.size();
     const Psn from = epsn_ + 1;
-    // The slot's bytes stay valid while it is applied: nothing is held during apply().
-    if (!apply(s.hdr, s.payload)) {
+    // Applied from a copy of the payload's storage, which is then given back: what stays
+    // allocated is bounded by what is held (kReorderBytes), not by the slots ever used.
+    std::vector<uint8_t> payload;
+    payload.swap(s.payload);
+    if (!apply(s.hdr, payload)) {
       // RNR NAK or a fatal NAK: the requester goes back to that PSN (IBA 9.7.5.2.8) or the QP
       // stops, so what is held would only be duplicates.
       release_held(epsn_, true);
@@ -215,7 +218,10 @@ void Responder::queue_seq_nak() {
 void Responder::release_held(Psn from, bool all) {
   if (held_count_ == 0) return;
   if (all) {
-    for (Held& s : held_) s.used = false;
+    for (Held& s : held_) {
+      s.used = false;
+      std::vector<uint8_t>().swap(s.payload);
+    }
     held_count_ = 0;
     held_bytes_ = 0;
     return;
@@ -228,6 +234,7 @@ void Responder::release_held(Psn from, bool all) {
       s.used = false;
       --held_count_;
       held_bytes_ -= s.payload.size();
+      std::vector<uint8_t>().swap(s.payload);
       ++ctx_.counters.rx_dropped;  // a PSN a READ's responses use is not a request of its own
     }
   }

@@ -73,7 +73,7 @@ class Responder {
     bool used = false;
     Psn psn;
     wire::TransportHeaders hdr;
-    std::vector<uint8_t> payload;  // capacity kept for reuse; bounded by kReorderBytes in all
+    std::vector<uint8_t> payload;  // freed when the slot is; kReorderBytes in all at most
   };
 
   void receive_rc(const RxPacket& pkt, Nanos now);

@@ -397,24 +397,27 @@ TEST_F(SrRequester, ALostResendGoesAgainAfterThreeRoundTripsNotAfterTheAckTimeou
   EXPECT_EQ(q.send_cq.entries.size(), 2u);
 }
 
-TEST_F(SrRequester, AfterATimeoutAPlainAckForTheResendGoesBackForTheLostTail) {
-  ASSERT_EQ(q.qp->post_send(wr(1, WrOpcode::kSend, 4 * kMtu)), 0);
-  ASSERT_EQ(drain().size(), 4u);
-  now += ack_timeout_ns(cfg.timeout);
-  auto out = drain();
-  ASSERT_EQ(out.size(), 1u);
-  EXPECT_EQ(out[0].psn(), kSpsn);
-  // The responder answers the resend with an ACK, not a NAK: it holds nothing after it, so 1..3
-  // were lost too and go again at once, without another timeout.
-  ack(kSpsn);
-  out = drain();
-  ASSERT_EQ(out.size(), 3u);
-  EXPECT_EQ(out[0].psn(), kSpsn + 1);
-  EXPECT_EQ(out[2].psn(), kSpsn + 3);
-  ack(kSpsn + 3);
+TEST_F(SrRequester, ALostTailGoesAgainOnePacketPerThreeRoundTrips) {
+  ASSERT_EQ(q.qp->post_send(wr(1, WrOpcode::kSend, kMtu)), 0);
+  ASSERT_EQ(drain().size(), 1u);
+  now += 10'000;
+  ack(kSpsn);  // a 10 us round trip
+  // The last three packets are lost: no later packet makes the responder NAK, so the fast timer
+  // finds each, one round of three round trips apiece, well before the 4 ms ACK timeout.
+  ASSERT_EQ(q.qp->post_send(wr(2, WrOpcode::kSend, 3 * kMtu)), 0);
+  ASSERT_EQ(drain().size(), 3u);
+  for (uint32_t i = 1; i <= 3; ++i) {
+    now += 30'000;
+    auto out = drain();
+    ASSERT_EQ(out.size(), 1u) << i;
+    EXPECT_EQ(out[0].psn(), kSpsn + i);
+    now += 10'000;
+    ack(kSpsn + i);
+  }
   drain();
-  ASSERT_EQ(q.send_cq.entries.size(), 1u);
-  EXPECT_EQ(q.qp->counters().local_ack_timeouts, 1u);
+  ASSERT_EQ(q.send_cq.entries.size(), 2u);
+  EXPECT_EQ(q.qp->counters().local_ack_timeouts, 0u);
+  EXPECT_EQ(q.qp->counters().retransmitted_packets, 3u);
 }
 
 TEST_F(SrRequester, AnAnswerThatOvertookALostOneIsAskedAgainAsSoonAsItsTurnComes) {
@@ -504,10 +507,23 @@ TEST_F(SrRequester, AMalformedReadResponseAheadIsDroppedNotPlaced) {
 TEST_F(SrRequester, TheWindowNeverExceedsThePeersReorderBuffer) {
   cfg.max_psn_window = 100000;
   q.qp->configure(cfg);
-  ASSERT_EQ(q.qp->post_send(wr(1, WrOpcode::kRdmaWrite, 60000)), 0);
-  ASSERT_EQ(q.qp->post_send(wr(2, WrOpcode::kRdmaWrite, 60000)), 0);
-  ASSERT_EQ(q.qp->post_send(wr(3, WrOpcode::kRdmaWrite, 60000)), 0);
-  EXPECT_EQ(drain().size(), kReorderSlots);
+  // 20 WRITEs of 235 packets: more than the 4096 slots at a 256-byte MTU.
+  for (uint64_t i = 0; i < 20; ++i)
+    ASSERT_EQ(q.qp->post_send(wr(i, WrOpcode::kRdmaWrite, 60000)), 0);
+  q.run(now, 100000);
+  EXPECT_EQ(q.out.packets.size(), kReorderSlots);
+  // At a 4096-byte MTU the byte budget binds first: 4 MiB is 1024 packets.
+  Endpoint big{QpType::kRc, 5};
+  auto& mem = big.memory.add(8 << 20, kAccessLocalWrite);
+  QpConfig c = cfg;
+  c.path_mtu_bytes = 4096;
+  big.bring_up(c);
+  Sge sge{mem.va, 8 << 20, mem.key};
+  SendWr w = wr(1, WrOpcode::kRdmaWrite, 0);
+  w.sg_list = std::span<const Sge>(&sge, 1);
+  ASSERT_EQ(big.qp->post_send(w), 0);
+  big.run(now, 100000);
+  EXPECT_EQ(big.out.packets.size(), kReorderBytes / 4096);
 }
 
 // ---- Pairs -------------------------------------------------------------------------------------
