@@ -15,6 +15,7 @@ void Completer::reset() {
   rnr_waiting_ = false;
   retried_at_una_ = false;
   peer_done_valid_ = false;
+  episode_ = false;
   placed_.reset();
   srtt_ = rttvar_ = 0;
   rtt_sampling_ = false;
@@ -87,7 +88,26 @@ void Completer::on_timer(Nanos now) {
   retry(now);
 }
 
-void Completer::retry(Nanos now) {
+bool Completer::dense_holes() {
+  // Selective repeat names one hole per round trip (a NAK carries one PSN). When holes come
+  // denser than that (more than kDenseHoles NAKed before una passes what was in flight at the
+  // first of them: a window far above the bandwidth-delay product, or heavy loss), repairing them
+  // one round trip apiece is slower than resending the window, so go back N once; the responder
+  // drops the copies of what it holds. The next episode starts from what is in flight then.
+  if (!ctx_.selective_repeat()) return false;
+  if (!episode_ || !ctx_.una.before(episode_end_)) {
+    episode_ = true;
+    episode_end_ = ctx_.max_psn;
+    episode_naks_ = 0;
+  }
+  if (++episode_naks_ <= kDenseHoles) return false;
+  episode_end_ = ctx_.max_psn;
+  episode_naks_ = 0;
+  ++ctx_.counters.sr_go_backs;
+  return true;
+}
+
+void Completer::retry(Nanos now, bool go_back) {
   (void)now;
   if (retry_left_ == 0) {
     // IBA 9.7.6.1.3: retries exhausted -> the WQE fails with RETRY_EXC_ERR and the QP enters ERR.
@@ -97,7 +117,12 @@ void Completer::retry(Nanos now) {
   --retry_left_;
   retried_at_una_ = true;
   ack_deadline_ = kNever;  // re-armed by the retransmission
-  restart_at_una();
+  if (go_back) {
+    rtt_sampling_ = false;
+    requester_.rewind(ctx_.una);
+  } else {
+    restart_at_una();
+  }
 }
 
 void Completer::restart_at_una() {
@@ -303,7 +328,7 @@ void Completer::on_nak(const wire::TransportHeaders& h, Nanos now) {
       // The responder NAKs a gap once; the same NAK again before any progress is a duplicate
       // from the network and must not cost another retry.
       if (retried_at_una_ && psn == ctx_.una) return;
-      retry(now);
+      retry(now, dense_holes());
       return;
     case wire::NakCode::kInvalidRequest:
       fail(*w, WcStatus::kRemInvReqErr);

@@ -48,7 +48,10 @@ class Completer {
   void advance_over_placed();
   // Go-back-N from una (or, with selective repeat, the packet at una alone), charged to the retry
   // counter; RETRY_EXC_ERR when it is spent.
-  void retry(Nanos now);
+  void retry(Nanos now, bool go_back = false);
+  // Selective repeat: whether this sequence NAK shows holes denser than one per round trip can
+  // repair (then the retry goes back N once).
+  bool dense_holes();
   // Sends again what the responder misses at una, by the QP's loss recovery, without charge.
   void restart_at_una();
   // The WQE holding `psn` (at or after una), or nullptr.
@@ -68,6 +71,11 @@ class Completer {
   // Selective repeat: the furthest PSN the responder is known to have executed.
   Psn peer_done_;
   bool peer_done_valid_ = false;
+  // Selective repeat: sequence NAKs since the episode began, until una passes episode_end_.
+  static constexpr uint32_t kDenseHoles = 4;
+  bool episode_ = false;
+  Psn episode_end_;
+  uint32_t episode_naks_ = 0;
   // Selective repeat: READ response PSNs in (una, una + kReadBitmapSlots) already placed, by
   // PSN modulo kReadBitmapSlots.
   static constexpr uint32_t kReadBitmapSlots = 512;

@@ -82,6 +82,9 @@ struct QpCounters {
   // already buffered. Requester: payload bytes of every retransmitted packet (both modes).
   uint64_t ooo_buffered = 0, ooo_dropped = 0, ooo_duplicates = 0;
   uint64_t retransmitted_bytes = 0;
+  // Selective repeat: times the requester went back N because holes came denser than it can
+  // repair one per round trip (transport/README.md).
+  uint64_t sr_go_backs = 0;
 };
 
 // A shared receive queue (or a QP's own RQ): bounded, FIFO.

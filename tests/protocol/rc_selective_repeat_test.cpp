@@ -546,12 +546,13 @@ void set_modes(Pair& p, QpConfig cfg, Modes m) {
 }
 
 struct WriteRun {
-  uint64_t retransmitted = 0, retransmitted_bytes = 0, held = 0, lost = 0;
+  uint64_t retransmitted = 0, retransmitted_bytes = 0, held = 0, lost = 0, go_backs = 0;
   bool ok = false;
 };
 
-// Eight 16-packet WRITEs with every 7th data packet lost the first time it is sent.
-WriteRun run_writes(Modes m) {
+// Eight 16-packet WRITEs with every `every`th data packet lost the first time it is sent, through
+// a 64-packet window.
+WriteRun run_writes(Modes m, uint64_t every = 7) {
   QpConfig cfg;
   cfg.path_mtu_bytes = kMtu;
   cfg.timeout = 8;
@@ -565,7 +566,7 @@ WriteRun run_writes(Modes m) {
   uint64_t n = 0;
   p.drop = [&](const Packet& pkt, bool from_a) {
     if (!from_a || pkt.payload.empty() || lost.count(pkt.psn())) return false;
-    if (++n % 7 != 0) return false;
+    if (++n % every != 0) return false;
     lost.insert(pkt.psn());
     return true;
   };
@@ -588,19 +589,35 @@ WriteRun run_writes(Modes m) {
   r.retransmitted_bytes = p.a.qp->counters().retransmitted_bytes;
   r.held = p.b.qp->counters().ooo_buffered;
   r.lost = lost.size();
+  r.go_backs = p.a.qp->counters().sr_go_backs;
   return r;
 }
 
 TEST(SrPair, SelectiveRepeatResendsExactlyTheLostPackets) {
-  const WriteRun gbn = run_writes({LossRecovery::kGoBackN, LossRecovery::kGoBackN});
-  const WriteRun sr = run_writes({LossRecovery::kSelectiveRepeat, LossRecovery::kSelectiveRepeat});
+  // Every 23rd packet: two or three holes per 64-packet window, repaired one by one.
+  const WriteRun gbn = run_writes({LossRecovery::kGoBackN, LossRecovery::kGoBackN}, 23);
+  const WriteRun sr =
+      run_writes({LossRecovery::kSelectiveRepeat, LossRecovery::kSelectiveRepeat}, 23);
   ASSERT_TRUE(gbn.ok);
   ASSERT_TRUE(sr.ok);
   EXPECT_EQ(sr.retransmitted, sr.lost);  // one resend per loss, nothing else
   EXPECT_EQ(sr.retransmitted_bytes, sr.retransmitted * kMtu);
+  EXPECT_EQ(sr.go_backs, 0u);
   EXPECT_GT(sr.held, 0u);
   EXPECT_GT(gbn.retransmitted, 3 * sr.retransmitted);
   EXPECT_EQ(gbn.held, 0u);
+}
+
+TEST(SrPair, DenseHolesGoBackOnceAndStillResendLessThanGoBackN) {
+  // Every 7th packet: nine holes per window, more than one round trip apiece can repair in time,
+  // so the requester goes back N now and then (sr_go_backs), and still resends less.
+  const WriteRun gbn = run_writes({LossRecovery::kGoBackN, LossRecovery::kGoBackN});
+  const WriteRun sr = run_writes({LossRecovery::kSelectiveRepeat, LossRecovery::kSelectiveRepeat});
+  ASSERT_TRUE(gbn.ok);
+  ASSERT_TRUE(sr.ok);
+  EXPECT_GT(sr.go_backs, 0u);
+  EXPECT_GT(sr.retransmitted, sr.lost);
+  EXPECT_LT(sr.retransmitted, gbn.retransmitted);
 }
 
 TEST(SrPair, SelectiveRepeatRequesterAgainstGoBackNResponderConverges) {
