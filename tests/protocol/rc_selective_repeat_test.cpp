@@ -259,6 +259,141 @@ TEST_F(SrResponder, AFatalNakForgetsWhatIsHeld) {
   EXPECT_EQ(target->data[0], 0);  // the held WRITE never ran
 }
 
+// Any arrival order (with copies) leaves an SR responder exactly where in-order arrival does:
+// the same memory, the same receive completions in the same order, the same READ and atomic
+// answers. Seeded shuffles of a mixed stream of SEND, WRITE (multi-packet, with immediate), READ
+// and FETCH_ADD requests.
+class SrResponderOrder : public ::testing::TestWithParam<uint64_t> {};
+
+TEST_P(SrResponderOrder, AnyArrivalOrderEndsLikeInOrder) {
+  struct Side {
+    Endpoint r{QpType::kRc, 1};
+    FakeMemory::Region* rbuf = nullptr;
+    FakeMemory::Region* target = nullptr;
+    std::vector<Packet> answers;  // READ responses and atomic ACKs, as sent
+  };
+  auto make = [](Side& s) {
+    QpConfig cfg;
+    cfg.dest_qpn = 9;
+    cfg.rq_psn = Psn(kEpsn);
+    cfg.path_mtu_bytes = kMtu;
+    cfg.max_dest_rd_atomic = 16;
+    cfg.qp_access_flags = kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic;
+    cfg.loss_recovery = LossRecovery::kSelectiveRepeat;
+    s.rbuf = &s.r.memory.add(64 * 1024, kAccessLocalWrite);
+    s.target =
+        &s.r.memory.add(64 * 1024, kAccessRemoteWrite | kAccessRemoteRead | kAccessRemoteAtomic);
+    s.target->data = pattern(s.target->data.size(), 3);
+    s.r.qp->set_state(QpState::kInit);
+    s.r.qp->configure(cfg);
+    s.r.qp->set_state(QpState::kRtr);
+    for (uint32_t i = 0; i < 32; ++i) EXPECT_EQ(s.r.post_recv(i, *s.rbuf, 2048, i * 2048), 0);
+  };
+  Side in_order, shuffled;
+  make(in_order);
+  make(shuffled);
+  // The stream: both sides use the same keys (regions are created in the same order).
+  std::mt19937_64 gen(GetParam());
+  std::vector<Packet> stream;
+  uint32_t psn = kEpsn, rd_ops = 0;
+  for (int m = 0; m < 24; ++m) {
+    const uint32_t kind = static_cast<uint32_t>(gen() % 4);
+    const uint32_t npkt = 1 + static_cast<uint32_t>(gen() % 3);
+    // WRITEs below 28 KiB, READs from 32..56 KiB, the atomic word at 60 KiB: a READ's data is
+    // read when its response is sent, which (IBA 9.5, hence IBV_SEND_FENCE) may follow later
+    // requests' execution, so READs never overlap what later requests change.
+    const uint64_t off = kind == 2 ? 32768 + (gen() % 20) * 1024 : (gen() % 24) * 1024;
+    if (kind == 0 || kind == 1) {  // SEND or WRITE (with immediate when it ends a WRITE)
+      for (uint32_t i = 0; i < npkt; ++i) {
+        const bool first = i == 0, last = i + 1 == npkt;
+        uint8_t code;
+        if (kind == 0)
+          code = first && last ? op::kRcSendOnly
+                 : first       ? op::kRcSendFirst
+                 : last        ? op::kRcSendLast
+                               : op::kRcSendMiddle;
+        else
+          code = first && last ? op::kRcWriteOnlyImm
+                 : first       ? op::kRcWriteFirst
+                 : last        ? op::kRcWriteLastImm
+                               : op::kRcWriteMiddle;
+        Packet p = make_packet(code, psn, pattern(last ? 100 : kMtu, static_cast<uint8_t>(psn)));
+        p.hdr.bth.ack_req = last;
+        if (kind == 1 && first)
+          p.hdr.reth = {in_order.target->va + off, in_order.target->key, (npkt - 1) * kMtu + 100};
+        p.hdr.imm = psn;
+        stream.push_back(p);
+        ++psn;
+      }
+    } else if (kind == 2) {  // READ of npkt responses
+      Packet p = make_packet(op::kRcReadRequest, psn);
+      p.hdr.reth = {in_order.target->va + off, in_order.target->key, npkt * kMtu};
+      p.hdr.bth.ack_req = true;
+      stream.push_back(p);
+      psn += npkt;
+      ++rd_ops;
+    } else {  // FETCH_ADD on one shared word
+      Packet p = make_packet(op::kRcFetchAdd, psn);
+      p.hdr.atomic = {in_order.target->va + 61440, in_order.target->key, psn, 0};
+      p.hdr.bth.ack_req = true;
+      stream.push_back(p);
+      ++psn;
+      ++rd_ops;
+    }
+  }
+  // In order, draining after each packet so no more than max_dest_rd_atomic answers wait.
+  auto collect = [](Side& s) {
+    s.r.run(0, 100000);
+    for (Packet& p : s.r.out.packets)
+      if (p.opcode() != op::kRcAck) s.answers.push_back(std::move(p));
+    s.r.out.packets.clear();
+  };
+  for (const Packet& p : stream) {
+    in_order.r.deliver(p);
+    collect(in_order);
+  }
+  // Shuffled within windows of 12 packets, with copies of some, then every packet once more in
+  // order (a requester's resends) so each hole fills.
+  std::vector<Packet> order = stream;
+  for (size_t at = 0; at < order.size(); at += 12) {
+    const size_t end = std::min(order.size(), at + 12);
+    std::shuffle(order.begin() + static_cast<std::ptrdiff_t>(at),
+                 order.begin() + static_cast<std::ptrdiff_t>(end), gen);
+  }
+  for (const Packet& p : order) {
+    shuffled.r.deliver(p);
+    if (gen() % 5 == 0) shuffled.r.deliver(p);
+    collect(shuffled);
+  }
+  for (const Packet& p : stream) {
+    shuffled.r.deliver(p);
+    collect(shuffled);
+  }
+  EXPECT_EQ(shuffled.r.qp->state(), QpState::kRtr);
+  EXPECT_EQ(in_order.target->data, shuffled.target->data);
+  EXPECT_EQ(in_order.rbuf->data, shuffled.rbuf->data);
+  ASSERT_EQ(in_order.r.recv_cq.entries.size(), shuffled.r.recv_cq.entries.size());
+  for (size_t i = 0; i < in_order.r.recv_cq.entries.size(); ++i) {
+    const Completion& a = in_order.r.recv_cq.entries[i];
+    const Completion& b = shuffled.r.recv_cq.entries[i];
+    EXPECT_EQ(a.wr_id, b.wr_id) << i;
+    EXPECT_EQ(a.opcode, b.opcode) << i;
+    EXPECT_EQ(a.byte_len, b.byte_len) << i;
+    EXPECT_EQ(a.imm_or_invalidated_rkey, b.imm_or_invalidated_rkey) << i;
+  }
+  // The first answer per PSN (replays of duplicates come later) matches, in the same order.
+  std::vector<std::pair<uint32_t, std::vector<uint8_t>>> a, b;
+  std::set<uint32_t> seen;
+  for (const Packet& p : in_order.answers) a.emplace_back(p.psn(), p.payload);
+  for (const Packet& p : shuffled.answers)
+    if (seen.insert(p.psn()).second) b.emplace_back(p.psn(), p.payload);
+  EXPECT_EQ(a, b);
+  EXPECT_GT(shuffled.r.qp->counters().ooo_buffered, 0u);
+  EXPECT_GT(rd_ops, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Seeds, SrResponderOrder, ::testing::Range<uint64_t>(1, 21));
+
 // ---- Requester ---------------------------------------------------------------------------------
 
 constexpr uint32_t kSpsn = 2000;
