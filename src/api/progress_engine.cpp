@@ -92,7 +92,7 @@ ProgressEngine::Idle ProgressEngine::idleness(Nanos now) {
   return Idle::kBlock;
 }
 
-void ProgressEngine::drive() {
+void ProgressEngine::drive(bool app_polls) {
   if (!mu_.try_lock()) {
     kick();  // the pass in progress may have missed this caller's post
     return;
@@ -100,9 +100,17 @@ void ProgressEngine::drive() {
   const Nanos now = now_ns();
   const Nanos next = pass(now);
   mu_.unlock();
+  const bool polling = app_polls && options_.app_driving_ns > 0;
+  if (polling) last_drive_.store(now, std::memory_order_relaxed);
   inline_passes_.fetch_add(1, std::memory_order_relaxed);
+  // Work left for now (a budget spent, responses a transmit-first pass left behind) goes to the
+  // polling caller's next call; otherwise to the thread, as does a timer earlier than its wait.
   const Nanos asleep_until = sleep_until_.load();
-  if (next <= now || (asleep_until != 0 && next < asleep_until)) kick();
+  if ((next <= now && !polling) || (next > now && asleep_until != 0 && next < asleep_until)) kick();
+}
+
+void ProgressEngine::app_stopped_polling() {
+  if (last_drive_.exchange(0, std::memory_order_relaxed) != 0) kick();
 }
 
 Nanos ProgressEngine::pump() {
@@ -187,11 +195,17 @@ void ProgressEngine::loop() {
 }
 
 void ProgressEngine::block(Nanos now, Nanos next) {
-  const Nanos wait =
-      std::min(next == kNever ? options_.max_sleep_ns : next - now, options_.max_sleep_ns);
+  Nanos wait = std::min(next == kNever ? options_.max_sleep_ns : next - now, options_.max_sleep_ns);
+  // An application thread that drove a pass lately is polling: leave the packets to it, and look
+  // again once it may have stopped.
+  const Nanos drove = last_drive_.load(std::memory_order_relaxed);
+  const bool app_driving = options_.app_driving_ns > 0 && drove != 0 && now >= drove &&
+                           now - drove < options_.app_driving_ns;
+  if (app_driving) wait = std::min(wait, drove + options_.app_driving_ns - now);
   timespec ts{static_cast<time_t>(wait / 1'000'000'000u), static_cast<long>(wait % 1'000'000'000u)};
   pollfd fds[2] = {{kick_fd_, POLLIN, 0}, {link_.wait_fd(), POLLIN, 0}};
-  const nfds_t n = link_.wait_fd() >= 0 ? 2 : 1;  // a link without an fd: deadlines and kicks
+  // A link without an fd: deadlines and kicks only.
+  const nfds_t n = link_.wait_fd() >= 0 && !app_driving ? 2 : 1;
   sleeps_.fetch_add(1, std::memory_order_relaxed);
   const int r = ::ppoll(fds, n, &ts, nullptr);
   if (r <= 0) {

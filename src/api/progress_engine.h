@@ -44,6 +44,11 @@ struct ProgressOptions {
   // never yields holds its core for a whole time slice while its peer waits for it, and a
   // ping-pong round trip becomes a scheduler tick (4 ms) instead of microseconds.
   bool yield_on_empty_spin = false;
+  // While an application thread has driven a pass within this long, the engine's thread, when it
+  // sleeps, waits for kicks and timers only, not for packets: the application will take them,
+  // and waking a second thread per packet costs both a wake-up (tens of microseconds in a VM)
+  // and the contention for the pass. 0: always wake on packets.
+  Nanos app_driving_ns = 0;
   // The engine's thread blocks every signal, so a signal meant for the program (qperf's SIGALRM)
   // reaches one of the program's own threads and interrupts its blocking calls with EINTR.
   bool block_signals = true;
@@ -75,7 +80,13 @@ class ProgressEngine {
   // After a post, or when a poll found nothing: one pass on the calling thread unless another
   // thread is in one; the engine's thread then carries on with whatever that pass left (work
   // beyond the budget, or a timer earlier than the one it sleeps until).
-  void drive();
+  // `app_polls`: the caller is an application thread polling for completions, which will call
+  // again soon; work a pass left then waits for that call (or for the thread, within
+  // app_driving_ns) instead of waking the thread.
+  void drive(bool app_polls = false);
+  // The application stopped polling (it armed a CQ for events and may block): the thread takes
+  // packets again at once.
+  void app_stopped_polling();
 
   // One pass on the calling thread (waits for a pass in progress elsewhere). Returns the next
   // time the device has work: `now` if a budget ran out, kNever when idle.
@@ -109,6 +120,7 @@ class ProgressEngine {
   std::atomic<bool> stop_{false};
   std::atomic<bool> sleeping_{false};
   std::atomic<Nanos> sleep_until_{0};  // the sleeping thread's timeout; 0 while awake
+  std::atomic<Nanos> last_drive_{0};   // when a polling application last ran a pass
   std::thread thread_;
 
   std::atomic<uint64_t> passes_{0}, sleeps_{0}, by_kick_{0}, by_packet_{0}, by_timeout_{0},

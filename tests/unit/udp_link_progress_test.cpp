@@ -311,5 +311,53 @@ TEST(ProgressEngine, ApplicationThreadsDriveBesideTheEngineThread) {
   et.stop();
 }
 
+TEST(ProgressEngine, APollingApplicationKeepsPacketsAndArmingACqHandsThemBack) {
+  // The ABI's policy: while an application thread polls (drive(true)), the sleeping engine thread
+  // is not woken by packets; once the program arms a CQ for events it is again.
+  Side init("127.77.44.1", 64 << 10), target("127.77.44.2", 64 << 10);
+  ASSERT_TRUE(init.qp && target.qp);
+  init.connect(target);
+  target.connect(init);
+  ProgressOptions o;
+  o.spin_ns = 0;
+  o.yield_ns = 0;
+  o.max_sleep_ns = 10'000'000'000;
+  o.app_driving_ns = 10'000'000'000;  // longer than the test: only app_stopped_polling() ends it
+  ProgressEngine et(*target.dev, o);
+  ASSERT_EQ(et.start(), 0);
+  et.drive(/*app_polls=*/true);
+  std::this_thread::sleep_for(20ms);  // the thread goes to sleep, leaving packets to the app
+  auto write_once = [&](uint64_t id) {
+    transport::Sge sge{reinterpret_cast<uint64_t>(init.buf.data()), 4096, init.mr->lkey()};
+    transport::SendWr wr;
+    wr.wr_id = id;
+    wr.opcode = transport::WrOpcode::kRdmaWrite;
+    wr.flags = transport::kSendSignaled;
+    wr.sg_list = {&sge, 1};
+    wr.remote_addr = reinterpret_cast<uint64_t>(target.buf.data());
+    wr.rkey = target.mr->rkey();
+    ASSERT_EQ(init.qp->post_send(wr), 0);
+    init.dev->progress(ProgressEngine::now_ns());
+  };
+  write_once(1);
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(et.stats().wakeups_by_packet, 0u);  // the WRITE waits for the polling application
+
+  et.app_stopped_polling();  // the program is about to block: the thread serves packets again
+  write_once(2);
+  std::vector<transport::Completion> done;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (done.size() < 2 && std::chrono::steady_clock::now() < deadline) {
+    init.dev->progress(ProgressEngine::now_ns());
+    std::array<transport::Completion, 4> wc;
+    const size_t got = init.cq->poll(wc);
+    done.insert(done.end(), wc.begin(), wc.begin() + got);
+    std::this_thread::sleep_for(1ms);
+  }
+  ASSERT_EQ(done.size(), 2u);
+  EXPECT_EQ(done[1].status, transport::WcStatus::kSuccess);
+  et.stop();
+}
+
 }  // namespace
 }  // namespace uroce::api

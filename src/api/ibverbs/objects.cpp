@@ -244,7 +244,7 @@ int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
   Cq* c = from(cq);
   verbs::CompletionQueue* impl = c->impl;
   // Nothing queued: do the NIC's work here rather than wait for the progress thread.
-  if (num_entries > 0 && impl->size() == 0) c->runtime->drive();
+  if (num_entries > 0 && impl->size() == 0) c->runtime->drive(/*app_polls=*/true);
   int total = 0;
   while (total < num_entries) {
     int want = std::min(kBatch, num_entries - total);
@@ -261,6 +261,7 @@ int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
 }
 
 int req_notify_cq(ibv_cq* cq, int solicited_only) {
+  from(cq)->runtime->app_stopped_polling();
   return from(cq)->impl->req_notify(solicited_only != 0);
 }
 
@@ -437,7 +438,7 @@ Cq* ex_of(ibv_cq_ex* cq) {
 int next_entry(ibv_cq_ex* cq) {
   Cq* c = ex_of(cq);
   if (c->impl->poll({&c->current, 1}) == 0) {
-    c->runtime->drive();
+    c->runtime->drive(/*app_polls=*/true);
     if (c->impl->poll({&c->current, 1}) == 0) return ENOENT;
   }
   cq->wr_id = c->current.wr_id;

@@ -83,6 +83,7 @@ Result<std::shared_ptr<Runtime>> Runtime::acquire(Device* device) {
   api::ProgressOptions po;
   po.spin_ns = spin_ns_from_env();
   po.yield_ns = 0;
+  po.app_driving_ns = 200'000;
   po.block_signals = true;
   rt->engine_ = std::make_unique<api::ProgressEngine>(*rt->dev_, po);
   if (int err = rt->engine_->start()) return Err(err);

@@ -31,7 +31,9 @@ class Runtime {
   // thread if no other thread is in one, else makes sure the progress thread looks again. Doing
   // the NIC's work on the thread that is waiting for it keeps the data path free of thread
   // wake-ups, which cost milliseconds on a loaded machine (a scheduler tick).
-  void drive() { engine_->drive(); }
+  void drive(bool app_polls = false) { engine_->drive(app_polls); }
+  // The program armed a CQ for events: it may block, so the thread takes packets again.
+  void app_stopped_polling() { engine_->app_stopped_polling(); }
   // Wakes the progress thread (cheap when it is already awake).
   void kick() { engine_->kick(); }
 
