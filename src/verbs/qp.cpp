@@ -421,6 +421,7 @@ std::vector<Counter> QueuePair::counters() const {
       {"rx_packets", t.rx_packets},
       {"rx_bytes", t.rx_bytes},
       {"retransmitted_packets", t.retransmitted_packets},
+      {"retransmitted_bytes", t.retransmitted_bytes},
       {"local_ack_timeout_err", t.local_ack_timeouts},
       {"out_of_buffer", t.rnr_naks_sent},  // RNR NAKs sent for want of a receive WQE
       {"rnr_naks_received", t.rnr_naks_received},
@@ -430,6 +431,12 @@ std::vector<Counter> QueuePair::counters() const {
       {"naks_received", t.naks_received},
       {"duplicate_request", t.duplicate_requests},
       {"out_of_sequence", t.out_of_sequence},
+      // Selective repeat (transport/README.md): packets held out of order, dropped for want of
+      // room, copies of held ones, and fallbacks to go-back-N. uroce's names.
+      {"sr_ooo_held", t.ooo_buffered},
+      {"sr_ooo_dropped", t.ooo_dropped},
+      {"sr_ooo_duplicates", t.ooo_duplicates},
+      {"sr_go_backs", t.sr_go_backs},
       {"rx_qp_drops", t.rx_dropped},
       {"np_ecn_marked_roce_packets", t.ce_marked},
       {"np_cnp_sent", t.cnps_sent},
