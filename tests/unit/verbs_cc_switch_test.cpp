@@ -51,6 +51,7 @@ TEST(VerbsCcSwitch, EveryConfigureCarriesTheSwitches) {
   a.congestion.line_rate_bps = 5e9;
   a.congestion.cnp_interval_ns = 20'000;
   a.loss_recovery = LossRecovery::kSelectiveRepeat;
+  a.max_psn_window = 96;
   auto qp = std::move(pd->create_qp(a).value());
   ASSERT_EQ(made.size(), 1u);
   Endpoint remote{gid_from_ipv4({10, 0, 0, 2}), 0x42, 7};
@@ -61,6 +62,7 @@ TEST(VerbsCcSwitch, EveryConfigureCarriesTheSwitches) {
   EXPECT_EQ(c.congestion.line_rate_bps, 5e9);
   EXPECT_EQ(c.congestion.cnp_interval_ns, 20'000u);
   EXPECT_EQ(c.loss_recovery, LossRecovery::kSelectiveRepeat);
+  EXPECT_EQ(c.max_psn_window, 96u);
   EXPECT_EQ(c.dest_qpn, 0x42u);  // and the ordinary attributes still arrive with them
 
   // The defaults are what the transport did before the switches existed.
@@ -70,6 +72,7 @@ TEST(VerbsCcSwitch, EveryConfigureCarriesTheSwitches) {
   ASSERT_EQ(uroce::connect(*qp2, 1, remote), 0);
   EXPECT_EQ(made[1]->config.congestion.algorithm, CcAlgorithm::kOff);
   EXPECT_EQ(made[1]->config.loss_recovery, LossRecovery::kGoBackN);
+  EXPECT_EQ(made[1]->config.max_psn_window, transport::QpConfig{}.max_psn_window);
   qp2.reset();
   qp.reset();
 }

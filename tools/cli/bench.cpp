@@ -575,6 +575,7 @@ NodeOptions node_options(const BenchOptions& o, const BenchParams& p) {
   n.pcap_path = o.pcap_path;
   n.congestion = o.congestion;
   n.loss_recovery = o.loss_recovery;
+  n.max_psn_window = o.max_psn_window;
   return n;
 }
 

@@ -30,6 +30,7 @@ struct BenchOptions {
   // between the ends, loss recovery must not (selective repeat on both or neither).
   transport::CongestionConfig congestion;
   transport::LossRecovery loss_recovery = transport::LossRecovery::kGoBackN;
+  uint32_t max_psn_window = 0;  // --window: unacknowledged packets in flight; 0 = default
   // Client, bandwidth: every `interval_s` seconds (0 = never) a row of the Gb/s completed in the
   // interval and the QP's DCQCN rate, in the table and in the JSON's "intervals".
   double interval_s = 0;

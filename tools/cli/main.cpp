@@ -86,6 +86,10 @@ void add_bench(CLI::App& app, BenchCli& b) {
   c->add_option("--recovery", b.recovery,
                 "loss recovery: gbn (go-back-N) | sr (selective repeat; pass it to both sides)")
       ->check(CLI::IsMember({"gbn", "sr"}));
+  c->add_option("--window", b.o.max_psn_window,
+                "packets this side may have unacknowledged (about one bandwidth-delay product "
+                "for --recovery sr; default: the transport's)")
+      ->check(CLI::Range(1, 4096));
   c->add_option("--interval", b.o.interval_s,
                 "client, bandwidth: print Gb/s and the DCQCN rate every N seconds (e.g. 0.1)")
       ->check(CLI::Range(0.001, 3600.0));
