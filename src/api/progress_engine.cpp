@@ -93,15 +93,18 @@ ProgressEngine::Idle ProgressEngine::idleness(Nanos now) {
 }
 
 void ProgressEngine::drive(bool app_polls) {
+  const bool polling = app_polls && options_.app_driving_ns > 0;
+  Nanos now = now_ns();
+  // A thread that went to sleep before the application started polling waits on the socket too:
+  // wake it once, so that it sleeps again without it.
+  if (polling && last_drive_.exchange(now, std::memory_order_relaxed) == 0) kick();
   if (!mu_.try_lock()) {
     kick();  // the pass in progress may have missed this caller's post
     return;
   }
-  const Nanos now = now_ns();
+  now = now_ns();
   const Nanos next = pass(now);
   mu_.unlock();
-  const bool polling = app_polls && options_.app_driving_ns > 0;
-  if (polling) last_drive_.store(now, std::memory_order_relaxed);
   inline_passes_.fetch_add(1, std::memory_order_relaxed);
   // Work left for now (a budget spent, responses a transmit-first pass left behind) goes to the
   // polling caller's next call; otherwise to the thread, as does a timer earlier than its wait.
@@ -199,8 +202,9 @@ void ProgressEngine::block(Nanos now, Nanos next) {
   // An application thread that drove a pass lately is polling: leave the packets to it, and look
   // again once it may have stopped.
   const Nanos drove = last_drive_.load(std::memory_order_relaxed);
-  const bool app_driving = options_.app_driving_ns > 0 && drove != 0 && now >= drove &&
-                           now - drove < options_.app_driving_ns;
+  // (`now` was read before this thread's last pass: an application may have polled since.)
+  const bool app_driving = options_.app_driving_ns > 0 && drove != 0 &&
+                           (now < drove || now - drove < options_.app_driving_ns);
   if (app_driving) wait = std::min(wait, drove + options_.app_driving_ns - now);
   timespec ts{static_cast<time_t>(wait / 1'000'000'000u), static_cast<long>(wait % 1'000'000'000u)};
   pollfd fds[2] = {{kick_fd_, POLLIN, 0}, {link_.wait_fd(), POLLIN, 0}};
