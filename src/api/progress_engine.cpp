@@ -136,7 +136,8 @@ void ProgressEngine::pump_or_wait(int extra_fd, Nanos max_wait_ns) {
   }
   if (next <= now) return;
   if (idle == Idle::kBusy) {
-    if (options_.yield_on_empty_spin && !moved) sched_yield();
+    if (options_.yield_on_empty_spin && !moved && ++empty_spins_ % kEmptySpinsPerYield == 0)
+      sched_yield();
     return;
   }
   if (idle == Idle::kYield) {
