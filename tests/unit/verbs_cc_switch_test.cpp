@@ -108,51 +108,10 @@ TEST(VerbsCcSwitch, DeviceCombinesRateGaugesOverLiveQps) {
   EXPECT_EQ(device_counter("rp_cnp_rate_cuts"), 5u);
 }
 
-// An in-memory wire whose receiving end can mark every data packet CE, as a congested switch
-// would (the IP ECN field arrives as RxPacket::ce).
-class MarkingLink : public link::Link {
- public:
-  explicit MarkingLink(Gid gid) : gid_(gid) {}
-  void connect(MarkingLink& peer) { peer_ = &peer; }
-  Gid local_gid() const override { return gid_; }
-  void transmit(const wire::TxPacket& p) override {
-    std::vector<uint8_t> bytes(p.header.begin(), p.header.begin() + p.header_len);
-    for (uint32_t i = 0; i < p.payload_parts; ++i)
-      bytes.insert(bytes.end(), p.payload[i].begin(), p.payload[i].end());
-    bytes.resize(bytes.size() + p.pad, 0);
-    peer_->inbox_.push_back({std::move(bytes), p.ect});
-  }
-  void flush() override {}
-  size_t poll(const link::RxHandler& handler, size_t budget) override {
-    size_t n = 0;
-    while (n < budget && !inbox_.empty()) {
-      auto [bytes, ect] = std::move(inbox_.front());
-      inbox_.pop_front();
-      ++n;
-      auto parsed = wire::parse_transport(bytes);
-      if (!parsed) continue;
-      wire::RxPacket rx;
-      rx.hdr = &parsed->hdr;
-      rx.payload = parsed->payload;
-      rx.sgid = peer_->gid_;
-      rx.dgid = gid_;
-      rx.ce = mark_ce && ect;  // only ECN-capable packets can be marked (RFC 3168)
-      handler(rx);
-    }
-    return n;
-  }
-  const link::LinkCounters& counters() const override { return counters_; }
-  bool mark_ce = false;
-
- private:
-  Gid gid_;
-  MarkingLink* peer_ = nullptr;
-  std::deque<std::pair<std::vector<uint8_t>, bool>> inbox_;
-  link::LinkCounters counters_;
-};
+using testing::PairLink;
 
 struct Side {
-  Side(MarkingLink& l, CcAlgorithm cc) : dev(l) {
+  Side(PairLink& l, CcAlgorithm cc) : dev(l) {
     ctx = std::move(dev.open().value());
     pd = std::move(ctx->alloc_pd().value());
     cq = std::move(ctx->create_cq(256).value());
@@ -192,7 +151,7 @@ struct CcRun {
 // A writes 32 x 4 KiB to B over a wire that marks every packet B receives; B answers CE with
 // CNPs if B's QP has DCQCN on; A cuts its rate if A's has.
 CcRun run_marked_writes(CcAlgorithm sender, CcAlgorithm receiver) {
-  MarkingLink la(gid_from_ipv4({10, 0, 0, 1})), lb(gid_from_ipv4({10, 0, 0, 2}));
+  PairLink la(gid_from_ipv4({10, 0, 0, 1})), lb(gid_from_ipv4({10, 0, 0, 2}));
   la.connect(lb);
   lb.connect(la);
   lb.mark_ce = true;

@@ -11,6 +11,7 @@
 #include "verbs/cq.h"
 #include "verbs/device.h"
 #include "verbs/qp.h"
+#include "verbs_test_support.h"
 #include "wire/packet.h"
 
 namespace uroce::verbs {
@@ -21,51 +22,7 @@ using transport::Sge;
 using transport::WcStatus;
 using transport::WrOpcode;
 
-// One end of a lossless in-memory wire: transmit() serialises the packet (headers, payload, pad)
-// and queues it at the peer, whose poll() parses it back.
-class PairLink : public link::Link {
- public:
-  explicit PairLink(Gid gid) : gid_(gid) {}
-  void connect(PairLink& peer) { peer_ = &peer; }
-  Gid local_gid() const override { return gid_; }
-  void transmit(const wire::TxPacket& p) override {
-    std::vector<uint8_t> bytes(p.header.begin(), p.header.begin() + p.header_len);
-    for (uint32_t i = 0; i < p.payload_parts; ++i)
-      bytes.insert(bytes.end(), p.payload[i].begin(), p.payload[i].end());
-    bytes.resize(bytes.size() + p.pad, 0);
-    ++counters_.tx_packets;
-    peer_->inbox_.push_back(std::move(bytes));
-  }
-  void flush() override {}
-  size_t poll(const link::RxHandler& handler, size_t budget) override {
-    size_t n = 0;
-    while (n < budget && !inbox_.empty()) {
-      std::vector<uint8_t> bytes = std::move(inbox_.front());
-      inbox_.pop_front();
-      ++n;
-      auto parsed = wire::parse_transport(bytes);
-      if (!parsed) {
-        ++counters_.rx_drop_malformed;
-        continue;
-      }
-      wire::RxPacket rx;
-      rx.hdr = &parsed->hdr;
-      rx.payload = parsed->payload;
-      rx.sgid = peer_->gid_;
-      rx.dgid = gid_;
-      ++counters_.rx_packets;
-      handler(rx);
-    }
-    return n;
-  }
-  const link::LinkCounters& counters() const override { return counters_; }
-
- private:
-  Gid gid_;
-  PairLink* peer_ = nullptr;
-  std::deque<std::vector<uint8_t>> inbox_;
-  link::LinkCounters counters_;
-};
+using testing::PairLink;
 
 struct Node {
   explicit Node(PairLink& l, const DeviceConfig& config = {}) : link(l), dev(l, config) {

@@ -13,6 +13,7 @@
 #include "verbs/cq.h"
 #include "verbs/device.h"
 #include "verbs/qp.h"
+#include "wire/packet.h"
 
 namespace uroce::verbs::testing {
 
@@ -58,6 +59,56 @@ class FakeLink : public link::Link {
 
 // Keeps send and receive WRs in FIFOs; transmit() "sends" one packet per send WR and completes
 // it; set_state(kErr) flushes both queues oldest first with WR_FLUSH_ERR (IBA 10.3.1).
+// One end of a lossless in-memory wire between two devices: transmit() serialises the packet
+// (headers, payload, pad) and queues it at the peer, whose poll() parses it back. With `mark_ce`
+// the receiving end marks every ECN-capable packet CE, as a congested switch would (RFC 3168:
+// only ECT packets can be marked).
+class PairLink : public link::Link {
+ public:
+  explicit PairLink(Gid gid) : gid_(gid) {}
+  void connect(PairLink& peer) { peer_ = &peer; }
+  Gid local_gid() const override { return gid_; }
+  void transmit(const wire::TxPacket& p) override {
+    std::vector<uint8_t> bytes(p.header.begin(), p.header.begin() + p.header_len);
+    for (uint32_t i = 0; i < p.payload_parts; ++i)
+      bytes.insert(bytes.end(), p.payload[i].begin(), p.payload[i].end());
+    bytes.resize(bytes.size() + p.pad, 0);
+    ++counters_.tx_packets;
+    peer_->inbox_.push_back({std::move(bytes), p.ect});
+  }
+  void flush() override {}
+  size_t poll(const link::RxHandler& handler, size_t budget) override {
+    size_t n = 0;
+    while (n < budget && !inbox_.empty()) {
+      auto [bytes, ect] = std::move(inbox_.front());
+      inbox_.pop_front();
+      ++n;
+      auto parsed = wire::parse_transport(bytes);
+      if (!parsed) {
+        ++counters_.rx_drop_malformed;
+        continue;
+      }
+      wire::RxPacket rx;
+      rx.hdr = &parsed->hdr;
+      rx.payload = parsed->payload;
+      rx.sgid = peer_->gid_;
+      rx.dgid = gid_;
+      rx.ce = mark_ce && ect;
+      ++counters_.rx_packets;
+      handler(rx);
+    }
+    return n;
+  }
+  const link::LinkCounters& counters() const override { return counters_; }
+  bool mark_ce = false;
+
+ private:
+  Gid gid_;
+  PairLink* peer_ = nullptr;
+  std::deque<std::pair<std::vector<uint8_t>, bool>> inbox_;
+  link::LinkCounters counters_;
+};
+
 class FakeTransportQp : public transport::TransportQp {
  public:
   FakeTransportQp(uint32_t qpn, const transport::QpCapabilities& caps,
