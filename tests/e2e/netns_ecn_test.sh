@@ -9,34 +9,13 @@
 # changes nothing. The test makes and removes its own namespaces and skips (exit 77) where it
 # cannot (not root, no ip/nft, no namespaces, or nftables cannot rewrite ECN here).
 source "$(dirname "$0")/bench_lib.sh"
-skip() {
-  echo "SKIP: $*"
-  exit 77
-}
-[[ $(id -u) -eq 0 ]] || skip "needs root to create network namespaces"
-command -v ip >/dev/null || skip "no ip (iproute2)"
-command -v nft >/dev/null || skip "no nft (nftables)"
-NS_A=uroce-ecn-a-$$
-NS_B=uroce-ecn-b-$$
+source "$(dirname "$0")/netns_lib.sh"
 A=198.18.0.5
 B=198.18.0.6
 PORT=18645
 LINE_GBPS=${UROCE_ECN_LINE_GBPS:-2}     # DCQCN's line rate, near what veth carries here
 MARK_S=${UROCE_ECN_MARK_S:-2}           # seconds of marking, then as long again without
-cleanup_ns() {
-  ip netns del "$NS_A" 2>/dev/null || true
-  ip netns del "$NS_B" 2>/dev/null || true
-}
-trap 'cleanup_bench; cleanup_ns' EXIT
-ip netns add "$NS_A" 2>/dev/null || skip "cannot create network namespaces here"
-ip netns add "$NS_B" || skip "cannot create a second network namespace"
-ip link add "ea$$" netns "$NS_A" type veth peer name "eb$$" netns "$NS_B" ||
-  skip "cannot create a veth pair"
-for ns in "$NS_A" "$NS_B"; do ip -n "$ns" link set lo up; done
-ip -n "$NS_A" addr add $A/30 dev "ea$$"
-ip -n "$NS_B" addr add $B/30 dev "eb$$"
-ip -n "$NS_A" link set "ea$$" up
-ip -n "$NS_B" link set "eb$$" up
+make_netns_pair uroce-ecn $A $B
 
 # The data flows A -> B, so B's prerouting hook marks it; CNPs and ACKs flow B -> A unmarked.
 mark_on() {

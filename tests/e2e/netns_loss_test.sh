@@ -5,33 +5,11 @@
 # its data verified, and the retransmission counters must show the recovery. The test creates
 # and removes its own namespaces; where it cannot (not root, no ip/nft), it skips (exit 77).
 source "$(dirname "$0")/bench_lib.sh"
-skip() {
-  echo "SKIP: $*"
-  exit 77
-}
-[[ $(id -u) -eq 0 ]] || skip "needs root to create network namespaces"
-command -v ip >/dev/null || skip "no ip (iproute2)"
-command -v nft >/dev/null || skip "no nft (nftables)"
-NS_A=uroce-a-$$
-NS_B=uroce-b-$$
+source "$(dirname "$0")/netns_lib.sh"
 A=198.18.0.1
 B=198.18.0.2
 PORT=18643
-cleanup_ns() {
-  ip netns del "$NS_A" 2>/dev/null || true
-  ip netns del "$NS_B" 2>/dev/null || true
-}
-trap 'cleanup_bench; cleanup_ns' EXIT
-ip netns add "$NS_A" 2>/dev/null || skip "cannot create network namespaces here"
-ip netns add "$NS_B" || skip "cannot create a second network namespace"
-ip link add "ua$$" netns "$NS_A" type veth peer name "ub$$" netns "$NS_B" ||
-  skip "cannot create a veth pair"
-for ns in "$NS_A" "$NS_B"; do ip -n "$ns" link set lo up; done
-ip -n "$NS_A" addr add $A/30 dev "ua$$"
-ip -n "$NS_B" addr add $B/30 dev "ub$$"
-ip -n "$NS_A" link set "ua$$" up
-ip -n "$NS_B" link set "ub$$" up
-ip -n "$NS_A" link show "ua$$" | grep -q "state UP\|LOWER_UP" || fail "veth pair is not up"
+make_netns_pair uroce $A $B
 
 # set_loss PER_MILLE: in both namespaces (each receives: data one way, ACKs and read responses
 # the other), drop that share of UDP 4791 packets before routing. `counter` lets us prove drops.
