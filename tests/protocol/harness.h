@@ -167,6 +167,28 @@ inline std::vector<uint8_t> pattern(size_t n, uint8_t seed = 1) {
   return v;
 }
 
+// Single-SGE send work requests over one local region, to the peer's 0x5000 / rkey 0x99. Keeps
+// every SGE it made alive, because a SendWr points at its gather list.
+class WrMaker {
+ public:
+  explicit WrMaker(FakeMemory::Region*& buf) : buf_(buf) {}
+  SendWr operator()(uint64_t id, WrOpcode opcode, uint32_t len, uint32_t flags = kSendSignaled) {
+    sges_.push_back(std::make_unique<Sge>(Sge{buf_->va, len, buf_->key}));
+    SendWr w;
+    w.wr_id = id;
+    w.opcode = opcode;
+    w.flags = flags;
+    w.sg_list = std::span<const Sge>(sges_.back().get(), 1);
+    w.remote_addr = 0x5000;
+    w.rkey = 0x99;
+    return w;
+  }
+
+ private:
+  FakeMemory::Region*& buf_;
+  std::vector<std::unique_ptr<Sge>> sges_;
+};
+
 // One QP with its own memory, CQs and sink.
 struct Endpoint {
   explicit Endpoint(QpType type = QpType::kRc, uint32_t qpn = 1, QpCapabilities caps = {},

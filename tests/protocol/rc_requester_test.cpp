@@ -30,17 +30,6 @@ struct Requester : ::testing::Test {
     buf->data = pattern(buf->data.size());
   }
   void up() { q.bring_up(cfg); }
-  SendWr wr(uint64_t id, WrOpcode opcode, uint32_t len, uint32_t flags = kSendSignaled) {
-    sges_.push_back(std::make_unique<Sge>(Sge{buf->va, len, buf->key}));
-    SendWr w;
-    w.wr_id = id;
-    w.opcode = opcode;
-    w.flags = flags;
-    w.sg_list = std::span<const Sge>(sges_.back().get(), 1);
-    w.remote_addr = 0x5000;
-    w.rkey = 0x99;
-    return w;
-  }
   std::vector<Packet> drain(size_t budget = 1000) {
     q.run(now, budget);
     std::vector<Packet> v(q.out.packets.begin(), q.out.packets.end());
@@ -58,7 +47,7 @@ struct Requester : ::testing::Test {
     for (auto& p : v) out.push_back(p.psn());
     return out;
   }
-  std::vector<std::unique_ptr<Sge>> sges_;
+  WrMaker wr{buf};  // reads buf when called, so SetUp may set it later
 };
 
 TEST_F(Requester, SegmentsByMtuWithAckReqOnTheLastPacket) {

@@ -404,7 +404,7 @@ struct SrRequester : ::testing::Test {
   FakeMemory::Region* buf = nullptr;
   QpConfig cfg;
   Nanos now = kT0;
-  std::vector<std::unique_ptr<Sge>> sges_;
+  WrMaker wr{buf};  // reads buf when called, so SetUp may set it later
 
   void SetUp() override {
     cfg.dest_qpn = 4;
@@ -418,17 +418,6 @@ struct SrRequester : ::testing::Test {
     buf = &q.memory.add(64 * 1024, kAccessLocalWrite);
     buf->data = pattern(buf->data.size());
     q.bring_up(cfg);
-  }
-  SendWr wr(uint64_t id, WrOpcode opcode, uint32_t len) {
-    sges_.push_back(std::make_unique<Sge>(Sge{buf->va, len, buf->key}));
-    SendWr w;
-    w.wr_id = id;
-    w.opcode = opcode;
-    w.flags = kSendSignaled;
-    w.sg_list = std::span<const Sge>(sges_.back().get(), 1);
-    w.remote_addr = 0x5000;
-    w.rkey = 0x99;
-    return w;
   }
   std::vector<Packet> drain() {
     q.run(now);
