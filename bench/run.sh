@@ -54,8 +54,9 @@ echo "# uroce benchmarks: $(date -u +%FT%TZ), $(uname -r), $(nproc) cores, A=$A 
   "${SECS}s per figure, best of $REPEAT; load: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 echo "## 1. UDP ceiling ($MTU_DGRAM-byte datagrams unless noted)"
-for mode in single mmsg gso link-single link-mmsg link-gso; do  # link-*: through UdpLink
-  best "${mode/link-/link_}" gbps max $CEIL --mode $mode --size $MTU_DGRAM --seconds "$SECS" --a "$A" --b "$B"
+for mode in single mmsg gso link-single link-mmsg link-gso link-gso-gather; do  # link-*: UdpLink
+  best "$(echo "${mode/link-/link_}" | tr - _)" gbps max $CEIL --mode $mode --size $MTU_DGRAM \
+    --seconds "$SECS" --a "$A" --b "$B"
 done
 # Message-rate ceiling: the datagram of an 8-byte RoCE SEND (BTH 12 + 8 + ICRC 4).
 for mode in mmsg gso link-gso; do

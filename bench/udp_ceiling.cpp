@@ -6,14 +6,17 @@
 //   mmsg    sendmmsg/recvmmsg, 64 datagrams per call
 //   gso     UDP_SEGMENT sends of up to 64 segments, UDP_GRO receives
 //   link-*  the same traffic through uroce's UdpLink (RC WRITE MIDDLE packets of the same
-//           datagram size, ICRC built and checked), with the same choice of batching
+//           datagram size, ICRC built and checked), with the same choice of batching;
+//           link-gso-gather is link-gso with the kernel gathering each packet's pieces from an
+//           iovec each instead of the link copying them into one buffer per send
 // and a ping-pong for latency (busy-polling non-blocking receives, yielding the CPU between
 // empty polls so two spinning threads on a small machine do not starve each other), raw or
 // through the link.
 // Throughput is what the receiver got (datagrams lost to a full receive buffer do not count).
 //
 // Usage: udp_ceiling [--mode M] [--size BYTES] [--seconds S] [--a ADDR] [--b ADDR]
-//   M: single | mmsg | gso | link-single | link-mmsg | link-gso | pingpong | link-pingpong
+//   M: single | mmsg | gso | link-single | link-mmsg | link-gso | link-gso-gather | pingpong |
+//      link-pingpong
 // Prints one line: "udp_ceiling mode=... size=... gbps=... mpps=..." (or "half_rtt_us=...").
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -239,7 +242,8 @@ std::unique_ptr<uroce::link::UdpLink> open_link(const std::string& ip, const std
   uroce::link::UdpLinkOptions o;
   o.address = ip;
   o.mmsg = mode != "link-single";
-  o.gso = o.gro = mode == "link-gso" || mode == "link-pingpong";
+  o.gso = o.gro = mode == "link-gso" || mode == "link-gso-gather" || mode == "link-pingpong";
+  o.linearize = mode != "link-gso-gather";
   auto r = uroce::link::UdpLink::open(o);
   if (!r.ok()) {
     errno = r.error();
@@ -372,7 +376,8 @@ int main(int argc, char** argv) {
     raw_throughput(a);
   } else if (a.mode == "pingpong") {
     raw_pingpong(a);
-  } else if (a.mode == "link-single" || a.mode == "link-mmsg" || a.mode == "link-gso") {
+  } else if (a.mode == "link-single" || a.mode == "link-mmsg" || a.mode == "link-gso" ||
+             a.mode == "link-gso-gather") {
     link_throughput(a);
   } else if (a.mode == "link-pingpong") {
     link_pingpong(a);

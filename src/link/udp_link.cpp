@@ -153,7 +153,7 @@ struct UdpLink::TxSlot {
   std::array<std::span<const uint8_t>, wire::kMaxGather> payload{};
   uint32_t parts = 0, payload_len = 0;
   uint8_t pad = 0;
-  uint8_t tos = 0;  // DSCP << 2 | ECN
+  uint8_t tos = 0;        // DSCP << 2 | ECN
   bool response = false;  // ACK, READ response or atomic ACK
   Gid dgid{};
   std::array<uint8_t, 8> tail{};  // pad zeros, then the ICRC
@@ -243,6 +243,8 @@ int UdpLink::setup() {
 
   tx_.resize(options_.tx_queue_packets);
   tx_scratch_.resize(options_.tx_queue_packets);
+  // Every queued packet fits a 4 KiB MTU payload and its headers; bigger ones grow it on demand.
+  if (options_.linearize) tx_linear_.resize(size_t{options_.tx_queue_packets} * 4352);
   rx_.resize(options_.mmsg ? options_.rx_batch : 1);
   for (RxBuffer& b : rx_) b.data.resize(gro_ ? kRxBufferBytes : kRxBufferBytes / 4);
   return 0;
@@ -401,6 +403,30 @@ size_t UdpLink::seal(TxSlot& s, const uint8_t* dst_ip, uint16_t ip_id, iovec* io
   return n;
 }
 
+// seal() for a linearized send: writes the whole datagram (headers, payload, pad, ICRC) at `out`
+// and returns its length. The ICRC is computed over the copy, which the copy left in cache.
+size_t UdpLink::seal_into(TxSlot& s, const uint8_t* dst_ip, uint16_t ip_id, uint8_t* out) {
+  uint8_t* th = s.hdr.data() + kPre;
+  const uint8_t* start = write_pseudo_headers(th, ipv6_, ip_bytes(local_), dst_ip, options_.port,
+                                              wire::kRoceV2Port, s.datagram_len(), ip_id);
+  uint8_t* p = out;
+  std::memcpy(p, th, s.th_len);
+  p += s.th_len;
+  for (uint32_t i = 0; i < s.parts; ++i) {
+    if (s.payload[i].empty()) continue;
+    std::memcpy(p, s.payload[i].data(), s.payload[i].size());
+    p += s.payload[i].size();
+  }
+  std::memset(p, 0, s.pad);
+  p += s.pad;
+  const std::span<const uint8_t> headers(start, static_cast<size_t>(th - start) + s.th_len);
+  const uint32_t crc = wire::compute_icrc(
+      headers, std::span<const uint8_t>(out + s.th_len, static_cast<size_t>(p - out) - s.th_len),
+      0);
+  for (int b = 0; b < 4; ++b) *p++ = static_cast<uint8_t>(crc >> (8 * b));  // LSB first
+  return static_cast<size_t>(p - out);
+}
+
 // Builds the messages for slots [first, first + count) (at most kMaxMmsg runs) and sends them.
 void UdpLink::send_messages(size_t first, size_t count) {
   // Only the entries used are initialised: zeroing all kMaxMmsg of each (about 15 KiB) on every
@@ -412,6 +438,12 @@ void UdpLink::send_messages(size_t first, size_t count) {
   static thread_local std::vector<iovec> iovs;
   iovs.resize(count * kIovPerPacket);
   size_t iov_used = 0;
+  size_t linear_used = 0;
+  if (options_.linearize) {
+    size_t need = 0;
+    for (size_t k = first; k < first + count; ++k) need += tx_[k].datagram_len();
+    if (need > tx_linear_.size()) tx_linear_.resize(need);  // bounded: the queue's datagrams
+  }
 
   size_t n = 0;
   for (size_t k = first; k < first + count; ++n) {
@@ -427,12 +459,18 @@ void UdpLink::send_messages(size_t first, size_t count) {
     m.msg_namelen = fill_destination(names[n], lead.dgid, ipv6_);
     m.msg_iov = &iovs[iov_used];
     bytes_of[n] = 0;
+    uint8_t* linear = tx_linear_.data() + linear_used;
     for (uint32_t seg = 0; seg < segs; ++seg) {
       // GSO numbers the IPv4 identifications of the segments it cuts 0, 1, 2, ...
       const uint16_t ip_id = segs > 1 ? static_cast<uint16_t>(seg) : 0;
-      iov_used += seal(tx_[k + seg], ip_bytes(names[n]), ip_id, &iovs[iov_used]);
+      if (options_.linearize)
+        linear_used +=
+            seal_into(tx_[k + seg], ip_bytes(names[n]), ip_id, tx_linear_.data() + linear_used);
+      else
+        iov_used += seal(tx_[k + seg], ip_bytes(names[n]), ip_id, &iovs[iov_used]);
       bytes_of[n] += tx_[k + seg].datagram_len();
     }
+    if (options_.linearize) iovs[iov_used++] = {linear, bytes_of[n]};
     m.msg_iovlen = static_cast<size_t>(&iovs[iov_used] - m.msg_iov);
     write_control(m, controls[n], ipv6_, lead.tos,
                   segs > 1 ? static_cast<uint16_t>(lead.datagram_len()) : 0);

@@ -8,7 +8,8 @@
 //
 // Sending: transmit() queues a packet; flush() sends everything queued with sendmmsg, folding runs
 // of equal-size packets to one destination into single UDP GSO sends (UDP_SEGMENT). The payload is
-// gathered straight from the caller's memory at flush() time (no copy in user space), so the
+// read from the caller's memory at flush() time, copied with its headers and ICRC into one buffer
+// per send (or, with linearize off, gathered by the kernel from an iovec per piece), so the
 // memory a TxPacket points to must stay valid until the next flush(); the queue flushes itself
 // when full. Every packet leaves with source port 4791: an unconnected socket cannot choose a
 // source port per packet, so AddressVector::udp_src_port (ECMP entropy) is not honoured.
@@ -40,6 +41,10 @@ struct UdpLinkOptions {
   bool gso = true;                    // UDP_SEGMENT for runs of equal-size packets to one peer
   bool gro = true;                    // UDP_GRO on receive
   bool ecn = true;                    // send ECT(0) when the TxPacket asks for it; false: Not-ECT
+  // Copy each send (headers, payload, ICRC) into one contiguous buffer instead of handing the
+  // kernel an iovec per piece. Measured on Linux 6.x: the kernel's per-iovec cost (three per
+  // packet) outweighs a user-space copy of the payload by far (docs/udp-link.md).
+  bool linearize = true;
   uint32_t tx_queue_packets = 256;    // transmit() flushes when this many are queued
   uint32_t rx_batch = 32;             // datagrams (or GRO blobs) per recvmmsg
   int socket_buffer_bytes = 8 << 20;  // SO_SNDBUF and SO_RCVBUF (forced when privileged)
@@ -87,6 +92,7 @@ class UdpLink final : public Link {
   size_t run_end(size_t k, size_t limit) const;
   void requests_first();
   size_t seal(TxSlot& slot, const uint8_t* dst_ip, uint16_t ip_id, struct iovec* iov);
+  size_t seal_into(TxSlot& slot, const uint8_t* dst_ip, uint16_t ip_id, uint8_t* out);
   void send_messages(size_t first_slot, size_t slots);
   size_t send_batch(struct mmsghdr* msgs, size_t count);
   size_t deliver(const RxHandler& handler, size_t budget);
@@ -103,8 +109,9 @@ class UdpLink final : public Link {
 
   std::vector<TxSlot> tx_;
   size_t tx_count_ = 0;
-  size_t tx_responses_ = 0;          // of the tx_count_ queued, how many are responses
-  std::vector<TxSlot> tx_scratch_;   // requests_first()'s room, sized with tx_
+  size_t tx_responses_ = 0;         // of the tx_count_ queued, how many are responses
+  std::vector<TxSlot> tx_scratch_;  // requests_first()'s room, sized with tx_
+  std::vector<uint8_t> tx_linear_;  // linearize: the datagrams of one sendmmsg, back to back
 
   std::vector<RxBuffer> rx_;
   size_t rx_filled_ = 0;       // datagrams from the last recvmmsg

@@ -189,6 +189,7 @@ TEST(UdpLink, ExchangesEverySizeClassAndOpcodeShape) {
 
 struct BatchCase {
   bool mmsg, gso, gro;
+  bool linearize = true;  // false: the kernel gathers each packet's pieces
 };
 
 class UdpLinkBatching : public ::testing::TestWithParam<BatchCase> {};
@@ -197,11 +198,12 @@ class UdpLinkBatching : public ::testing::TestWithParam<BatchCase> {};
 // every batching path must deliver all of them, in order, intact.
 TEST_P(UdpLinkBatching, DeliversAWindowInOrder) {
   const BatchCase c = GetParam();
-  const int t = 10 + (c.mmsg ? 1 : 0) + (c.gso ? 2 : 0) + (c.gro ? 4 : 0);
+  const int t = 10 + (c.mmsg ? 1 : 0) + (c.gso ? 2 : 0) + (c.gro ? 4 : 0) + (c.linearize ? 0 : 8);
   UdpLinkOptions o;
   o.mmsg = c.mmsg;
   o.gso = c.gso;
   o.gro = c.gro;
+  o.linearize = c.linearize;
   auto a = open_link(v4(t, 1), o);
   auto b = open_link(v4(t, 2), o);
   auto c2 = open_link(v4(t, 3), o);
@@ -253,10 +255,11 @@ INSTANTIATE_TEST_SUITE_P(
     Paths, UdpLinkBatching,
     ::testing::Values(BatchCase{false, false, false}, BatchCase{true, false, false},
                       BatchCase{true, true, false}, BatchCase{true, false, true},
-                      BatchCase{true, true, true}, BatchCase{false, true, true}),
+                      BatchCase{true, true, true}, BatchCase{false, true, true},
+                      BatchCase{true, true, true, false}, BatchCase{true, false, false, false}),
     [](const auto& p) {
       return std::string(p.param.mmsg ? "mmsg" : "single") + (p.param.gso ? "_gso" : "") +
-             (p.param.gro ? "_gro" : "");
+             (p.param.gro ? "_gro" : "") + (p.param.linearize ? "" : "_gather");
     });
 
 // A plain UDP socket standing in for another RoCE implementation, or an attacker.
