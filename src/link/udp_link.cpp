@@ -99,6 +99,8 @@ Gid gid_of(const sockaddr_storage& sa) {
 // length in a small cache (GSO runs share one length).
 class GsoIdDelta {
  public:
+  // The change that identification `id` (below kMaxGsoSegments) makes.
+  uint32_t delta(uint32_t bytes_after, uint32_t id) { return table(bytes_after)[id]; }
   // The identification whose change is `diff`, or 0 if none below kMaxGsoSegments.
   uint32_t find(uint32_t bytes_after, uint32_t diff) {
     const auto& t = table(bytes_after);
@@ -612,7 +614,11 @@ size_t UdpLink::deliver(const RxHandler& handler, size_t budget) {
     if (b.gso_size != 0 && rx_next_offset_ == 0 && b.len > b.gso_size) ++stats_.rx_gro_blobs;
     const size_t seg = b.gso_size != 0 ? std::min<size_t>(b.gso_size, b.len - rx_next_offset_)
                                        : b.len - rx_next_offset_;
-    handle_datagram(handler, b.data.data() + rx_next_offset_, seg, b.from, b.ce);
+    // Segment k of a blob that one GSO send became (as on loopback) carries IP ID k.
+    const uint32_t index =
+        b.gso_size != 0 ? static_cast<uint32_t>(rx_next_offset_ / b.gso_size) : 0;
+    handle_datagram(handler, b.data.data() + rx_next_offset_, seg, b.from, b.ce,
+                    static_cast<uint16_t>(std::min(index, kMaxGsoSegments - 1)));
     ++n;
     rx_next_offset_ += seg;
     if (rx_next_offset_ >= b.len || seg == 0) {
@@ -623,7 +629,9 @@ size_t UdpLink::deliver(const RxHandler& handler, size_t budget) {
   return n;
 }
 
-bool UdpLink::icrc_ok(const uint8_t* data, size_t len, const sockaddr_storage& from) {
+bool UdpLink::icrc_ok(const uint8_t* data, size_t len, const sockaddr_storage& from,
+                      uint16_t ip_id_guess) {
+  if (ipv6_) ip_id_guess = 0;
   // Rebuild IP + UDP as the sender's kernel wrote them, then the BTH, contiguous for
   // compute_icrc; the rest of the datagram is the "payload" part of the computation.
   std::array<uint8_t, kPre + wire::kBthBytes> prefix;
@@ -631,19 +639,28 @@ bool UdpLink::icrc_ok(const uint8_t* data, size_t len, const sockaddr_storage& f
   std::memcpy(bth, data, wire::kBthBytes);
   const uint32_t ulen = static_cast<uint32_t>(len);
   const uint8_t* start = write_pseudo_headers(bth, ipv6_, ip_bytes(from), ip_bytes(local_),
-                                              port_of(from), options_.port, ulen, 0);
+                                              port_of(from), options_.port, ulen, ip_id_guess);
   const std::span<const uint8_t> headers(start, static_cast<size_t>(bth - start) + wire::kBthBytes);
   const std::span<const uint8_t> rest(data + wire::kBthBytes,
                                       len - wire::kBthBytes - wire::kIcrcBytes);
-  const uint32_t computed = wire::compute_icrc(headers, rest, 0);
+  uint32_t computed = wire::compute_icrc(headers, rest, 0);
   const uint32_t received = uint32_t{data[len - 4]} | uint32_t{data[len - 3]} << 8 |
                             uint32_t{data[len - 2]} << 16 | uint32_t{data[len - 1]} << 24;
-  if (computed == received) return true;
+  if (computed == received) {
+    if (ip_id_guess != 0) ++stats_.rx_icrc_gso_id;
+    return true;
+  }
   if (ipv6_) return false;
   // A GSO segment carries identification k (its number in the send). The receiver cannot see
-  // it, so accept any k < kMaxGsoSegments: the ICRC then guards 26 bits instead of 32.
+  // it and the guess (the segment's place in its GRO blob) holds only when the blob is one send,
+  // so accept any k < kMaxGsoSegments: the ICRC then guards 26 bits instead of 32. CRC-32 is
+  // linear: the ICRC with identification 0 is the one computed, less the guess's change.
   // Bytes after the identification field: the rest of IPv4 (14), UDP, the datagram sans ICRC.
-  if (gso_id_delta().find(14 + wire::kUdpBytes + ulen - wire::kIcrcBytes, computed ^ received)) {
+  const uint32_t after = 14 + wire::kUdpBytes + ulen - wire::kIcrcBytes;
+  GsoIdDelta& ids = gso_id_delta();
+  if (ip_id_guess != 0) computed ^= ids.delta(after, ip_id_guess);
+  if (computed == received) return true;
+  if (ids.find(after, computed ^ received)) {
     ++stats_.rx_icrc_gso_id;
     return true;
   }
@@ -651,12 +668,12 @@ bool UdpLink::icrc_ok(const uint8_t* data, size_t len, const sockaddr_storage& f
 }
 
 void UdpLink::handle_datagram(const RxHandler& handler, const uint8_t* data, size_t len,
-                              const sockaddr_storage& from, bool ce) {
+                              const sockaddr_storage& from, bool ce, uint16_t ip_id_guess) {
   if (len < wire::kBthBytes + wire::kIcrcBytes) {
     ++counters_.rx_drop_malformed;
     return;
   }
-  if (!icrc_ok(data, len, from)) {
+  if (!icrc_ok(data, len, from, ip_id_guess)) {
     ++counters_.rx_drop_bad_icrc;
     return;
   }

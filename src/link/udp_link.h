@@ -97,8 +97,8 @@ class UdpLink final : public Link {
   size_t send_batch(struct mmsghdr* msgs, size_t count);
   size_t deliver(const RxHandler& handler, size_t budget);
   void handle_datagram(const RxHandler& handler, const uint8_t* data, size_t len,
-                       const sockaddr_storage& from, bool ce);
-  bool icrc_ok(const uint8_t* data, size_t len, const sockaddr_storage& from);
+                       const sockaddr_storage& from, bool ce, uint16_t ip_id_guess);
+  bool icrc_ok(const uint8_t* data, size_t len, const sockaddr_storage& from, uint16_t ip_id_guess);
 
   UdpLinkOptions options_;
   int fd_ = -1;
