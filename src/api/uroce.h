@@ -44,6 +44,7 @@ using transport::RecvWr;
 using transport::SendWr;
 using transport::Sge;
 using transport::WcStatus;
+using transport::WriteSegments;
 using transport::WrOpcode;
 using verbs::AddressHandle;
 using verbs::AhAttr;
@@ -86,6 +87,7 @@ inline Result<Sge> sge(const MemoryRegion& mr, std::span<const std::byte> part) 
 //   init.congestion.algorithm = CcAlgorithm::kDcqcnMlx5;  // DCQCN (docs/cc.md); kOff by default
 //   init.congestion.line_rate_bps = 10e9;                  // where the rate starts and recovers to
 //   init.loss_recovery = LossRecovery::kSelectiveRepeat;   // both ends must choose it
+//   init.write_segments = WriteSegments::kPerMessage;      // FIRST/MIDDLE/LAST on the wire
 //
 // The names below are the ones the ABI's environment (UROCE_CC, UROCE_LOSS_RECOVERY) and
 // `uroce bench --cc/--recovery` accept. "dcqcn" is the mlx5 parameter set, what a ConnectX NIC
@@ -115,6 +117,14 @@ inline std::optional<LossRecovery> parse_loss_recovery(std::string_view s) {
 inline const char* loss_recovery_name(LossRecovery r) {
   return r == LossRecovery::kSelectiveRepeat ? "sr" : "gbn";
 }
+inline std::optional<WriteSegments> parse_write_segments(std::string_view s) {
+  if (s == "packet") return WriteSegments::kPerPacket;
+  if (s == "message") return WriteSegments::kPerMessage;
+  return std::nullopt;
+}
+inline const char* write_segments_name(WriteSegments w) {
+  return w == WriteSegments::kPerMessage ? "message" : "packet";
+}
 
 // The line rate the ABI and `uroce bench` give DCQCN unless told otherwise: about what one core of
 // a software NIC moves, so a cut bites at once. Set it to the link's speed.
@@ -126,10 +136,12 @@ inline constexpr double kDefaultCcLineRateBps = 10e9;
 //   UROCE_CC_LINE_GBPS=<Gb/s>                    (default 10; 0.001 .. 1000)
 //   UROCE_CC_CNP_INTERVAL_US=<us>                (default: the parameter set's; 0 .. 1000000)
 //   UROCE_LOSS_RECOVERY=gbn|sr                   (default gbn)
+//   UROCE_WRITE_SEGMENTS=packet|message          (default packet; transport/qp.h WriteSegments)
 // A value that does not parse is skipped (the default stays) and described in `errors`.
 struct QpTransportOptions {
   CongestionConfig congestion;
   LossRecovery loss_recovery = LossRecovery::kGoBackN;
+  WriteSegments write_segments = WriteSegments::kPerPacket;
 };
 template <typename GetEnv = decltype(&std::getenv)>
 QpTransportOptions qp_transport_options_from_env(std::vector<std::string>* errors,
@@ -168,6 +180,12 @@ QpTransportOptions qp_transport_options_from_env(std::vector<std::string>* error
       o.loss_recovery = *r;
     else
       bad("UROCE_LOSS_RECOVERY", v, "expected gbn or sr");
+  }
+  if (const char* v = get("UROCE_WRITE_SEGMENTS"); v && *v) {
+    if (auto w = parse_write_segments(v))
+      o.write_segments = *w;
+    else
+      bad("UROCE_WRITE_SEGMENTS", v, "expected packet or message");
   }
   return o;
 }

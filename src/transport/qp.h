@@ -17,7 +17,7 @@
 
 namespace uroce::transport {
 
-enum class QpType : uint8_t { kRc = 2, kUc = 3, kUd = 4 };  // == ibv_qp_type
+enum class QpType : uint8_t { kRc = 2, kUc = 3, kUd = 4 };                     // == ibv_qp_type
 enum class QpState : uint8_t { kReset, kInit, kRtr, kRts, kSqd, kSqe, kErr };  // == ibv_qp_state
 
 // Fixed at creation; every queue is bounded by these.
@@ -35,29 +35,41 @@ struct QpCapabilities {
 // that.
 enum class LossRecovery : uint8_t { kGoBackN, kSelectiveRepeat };
 
+// How an RC RDMA WRITE (without immediate) longer than the path MTU goes on the wire.
+// kPerPacket: each PMTU is its own WRITE ONLY carrying a RETH for exactly its bytes (the
+// self-describing packets IRN asks for, with standard opcodes). Every packet of a WRITE stream
+// then has one size, so UDP GSO batches across messages (a WRITE FIRST's 16-byte RETH otherwise
+// ends every run: docs/performance.md), and each packet can be placed on its own. Any IBA
+// responder accepts it, and neither application can tell: plain WRITEs complete nothing at the
+// responder, and the requester completes the work request when its last packet is acknowledged.
+// kPerMessage: FIRST/MIDDLE/LAST, as a hardware NIC sends it. WRITE with immediate always uses
+// kPerMessage (its receive completion reports the whole message's length).
+enum class WriteSegments : uint8_t { kPerPacket, kPerMessage };
+
 // Attributes the transport acts on (a subset of ibv_qp_attr; the verbs layer validates masks and
 // state transitions before it calls configure()).
 struct QpConfig {
   uint32_t dest_qpn = 0;
-  Psn sq_psn;             // first PSN the requester sends
-  Psn rq_psn;             // first PSN the responder expects
+  Psn sq_psn;                      // first PSN the requester sends
+  Psn rq_psn;                      // first PSN the responder expects
   uint32_t path_mtu_bytes = 1024;  // 256 .. 4096
   uint8_t timeout = 14;   // local ACK timeout 4.096 us * 2^timeout; 0 = infinite (IBA 9.7.6.1.3)
   uint8_t retry_cnt = 7;  // 0..7
   uint8_t rnr_retry = 7;  // 0..6, 7 = infinite
-  uint8_t min_rnr_timer = 12;  // RNR NAK timer code we send (IBA table 45)
+  uint8_t min_rnr_timer = 12;      // RNR NAK timer code we send (IBA table 45)
   uint8_t max_rd_atomic = 1;       // outstanding READ/atomic we initiate
   uint8_t max_dest_rd_atomic = 1;  // READ/atomic we answer (responder resources)
   uint32_t qp_access_flags = 0;    // kAccessRemoteWrite / Read / Atomic allowed on this QP
   uint32_t qkey = 0;               // UD
   uint16_t pkey = 0xffff;
-  AddressVector path;              // RC/UC primary path
+  AddressVector path;  // RC/UC primary path
   bool sq_sig_all = false;
   // Cap on the requester's unacknowledged PSNs (RC); always kept below 2^23 (IBA 9.7.1). With
   // selective repeat it is the BDP cap (set it to about one bandwidth-delay product in packets)
   // and is further limited to the peer's reorder buffer (transport/README.md).
   uint32_t max_psn_window = 4096;
   LossRecovery loss_recovery = LossRecovery::kGoBackN;
+  WriteSegments write_segments = WriteSegments::kPerPacket;
   // DCQCN notification and reaction point for RC/UC (transport/congestion.h); off by default.
   CongestionConfig congestion;
 };

@@ -264,6 +264,11 @@ bool Requester::start(SendWqe& w) {
   return true;
 }
 
+bool Requester::per_packet_write(const SendWqe& w) const {
+  return w.opcode == WrOpcode::kRdmaWrite && ctx_.type == QpType::kRc &&
+         ctx_.config.write_segments == WriteSegments::kPerPacket;
+}
+
 uint8_t Requester::opcode_for(const SendWqe& w, bool first, bool last) const {
   namespace op = wire::op;
   if (ctx_.type == QpType::kUd)
@@ -290,10 +295,10 @@ uint8_t Requester::opcode_for(const SendWqe& w, bool first, bool last) const {
                      : op::kRcSendMiddle;
       break;
     case WrOpcode::kRdmaWrite:
-      code = only    ? op::kRcWriteOnly
-             : first ? op::kRcWriteFirst
-             : last  ? op::kRcWriteLast
-                     : op::kRcWriteMiddle;
+      code = only || per_packet_write(w) ? op::kRcWriteOnly
+             : first                     ? op::kRcWriteFirst
+             : last                      ? op::kRcWriteLast
+                                         : op::kRcWriteMiddle;
       break;
     case WrOpcode::kRdmaWriteWithImm:
       code = only    ? op::kRcWriteOnlyImm
@@ -332,6 +337,10 @@ void Requester::fill_headers(const SendWqe& w, uint32_t pkt, Psn psn, const Next
     h.reth.va = w.remote_addr + next.payload_offset;
     h.reth.rkey = w.rkey;
     h.reth.dma_length = static_cast<uint32_t>(w.length - std::min(w.length, next.payload_offset));
+  } else if (per_packet_write(w)) {
+    h.reth.va = w.remote_addr + next.payload_offset;  // this packet's bytes, and only those
+    h.reth.rkey = w.rkey;
+    h.reth.dma_length = next.payload_len;
   } else {
     h.reth.va = w.remote_addr;
     h.reth.rkey = w.rkey;

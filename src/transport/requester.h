@@ -51,6 +51,7 @@ class Requester {
   bool check_local_keys(const SendWqe& w) const;
   void fail(SendWqe& w, WcStatus status);
   uint8_t opcode_for(const SendWqe& w, bool first, bool last) const;
+  bool per_packet_write(const SendWqe& w) const;  // QpConfig::write_segments applies to w
   // Headers of packet `pkt` of `w`, which carries `psn`.
   void fill_headers(const SendWqe& w, uint32_t pkt, Psn psn, const Next& next,
                     wire::TransportHeaders& h) const;

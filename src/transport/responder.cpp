@@ -330,7 +330,13 @@ Responder::Verdict Responder::on_write(const wire::TransportHeaders& h,
     // IBA 9.7.5.1.5 / 10.6.3: the QP must allow remote writes and the R_Key cover the range.
     if (!remote_ok(kAccessRemoteWrite)) return Verdict::kAccess;
     const uint32_t len = h.reth.dma_length;
-    if (len > 0 && !ctx_.memory.remote(h.reth.rkey, h.reth.va, len, kAccessRemoteWrite).ok())
+    // A WRITE ONLY that carries all it announces (every packet of a per-packet WRITE) is checked
+    // once, where it is placed below, with the same verdict. (With immediate, the check must come
+    // before the receive WQE is taken.)
+    const bool placed_whole =
+        info.ends_message() && !info.has(wire::kImmDt) && payload.size() == len;
+    if (len > 0 && !placed_whole &&
+        !ctx_.memory.remote(h.reth.rkey, h.reth.va, len, kAccessRemoteWrite).ok())
       return Verdict::kAccess;
     write_va_ = h.reth.va;
     write_rkey_ = h.reth.rkey;

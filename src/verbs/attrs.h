@@ -145,6 +145,7 @@ struct QpInitAttr {
   // (selective repeat must be chosen on both ends). Passed to the transport at every configure.
   transport::CongestionConfig congestion;
   transport::LossRecovery loss_recovery = transport::LossRecovery::kGoBackN;
+  transport::WriteSegments write_segments = transport::WriteSegments::kPerPacket;  // RC WRITEs
   // Unacknowledged PSNs the requester may have in flight (RC); 0 keeps the transport's default.
   // Selective repeat wants about one bandwidth-delay product (transport/README.md).
   uint32_t max_psn_window = 0;

@@ -303,6 +303,7 @@ transport::QpConfig QueuePair::config() const {
   c.sq_sig_all = init_.sq_sig_all;
   c.congestion = init_.congestion;
   c.loss_recovery = init_.loss_recovery;
+  c.write_segments = init_.write_segments;
   if (init_.max_psn_window != 0) c.max_psn_window = init_.max_psn_window;
   return c;
 }

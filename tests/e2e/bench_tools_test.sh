@@ -9,10 +9,10 @@ PORT=18644
 
 start_server pcap timeout 60 "$UROCE" bench --server --addr $SRV --port $PORT --accept-timeout 30
 timeout 60 "$UROCE" bench --client --addr $CLI --peer $SRV --port $PORT write -s 5000 -n 20 -m 1024 \
-  --pcap "$TMP/run.pcap" --stats-file "$TMP/stats.txt" --json - >"$TMP/run.json" \
+  --write-segments message --pcap "$TMP/run.pcap" --stats-file "$TMP/stats.txt" --json - >"$TMP/run.json" \
   2>"$TMP/pcap.client.log" || fail "client exited with $?"
 wait "$SERVER_PID" || fail "server exited with $?"
-json_check "$TMP/run.json" 'j["verified"] and j["results"][0]["bytes"] == 5000'
+json_check "$TMP/run.json" 'j["verified"] and j["results"][0]["bytes"] == 5000 and j["write_segments"] == "message"'
 
 # uroce stat reads the counters back; the capture holds exactly the frames the link counted.
 "$UROCE" stat "$TMP/stats.txt" >"$TMP/stat.out" || fail "uroce stat exited with $?"
@@ -34,6 +34,21 @@ if command -v tshark >/dev/null; then
   done
   ! grep -qv "^[0-9]*\s*$" "$TMP/tshark.out" || fail "tshark found malformed frames"
   echo "ok: pcap: $frames frames decoded by tshark"
+
+  # The default: each MTU of the WRITE is a WRITE ONLY (10) with its own RETH, verified.
+  start_server pcap2 timeout 60 "$UROCE" bench --server --addr $SRV --port $PORT --accept-timeout 30
+  timeout 60 "$UROCE" bench --client --addr $CLI --peer $SRV --port $PORT write -s 5000 -n 5 \
+    -m 1024 --pcap "$TMP/only.pcap" --json - >"$TMP/only.json" 2>"$TMP/pcap2.client.log" ||
+    fail "client exited with $?"
+  wait "$SERVER_PID" || fail "server exited with $?"
+  json_check "$TMP/only.json" 'j["verified"] and j["write_segments"] == "packet"'
+  tshark -n -r "$TMP/only.pcap" -T fields -e infiniband.bth.opcode -e infiniband.reth.dmalen \
+    >"$TMP/only.out" 2>"$TMP/tshark2.log" || fail "tshark cannot read the second capture"
+  grep -q "^10\s" "$TMP/only.out" || fail "no WRITE ONLY in the per-packet capture"
+  ! grep -q "^[678]\b" "$TMP/only.out" || fail "WRITE FIRST/MIDDLE/LAST in the per-packet capture"
+  # 5000 bytes at MTU 1024: four RETHs of 1024 and one of 904 per message.
+  grep -q "^10\s904$" "$TMP/only.out" || fail "no 904-byte tail RETH: $(sort -u "$TMP/only.out")"
+  echo "ok: per-packet WRITEs decoded by tshark"
 else
   echo "ok: pcap written (tshark not installed: not decoded)"
 fi

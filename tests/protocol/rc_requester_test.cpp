@@ -70,6 +70,7 @@ TEST_F(Requester, SegmentsByMtuWithAckReqOnTheLastPacket) {
 }
 
 TEST_F(Requester, LongMessagesAskForAnAckPeriodically) {
+  cfg.write_segments = WriteSegments::kPerMessage;
   up();
   ASSERT_EQ(q.qp->post_send(wr(1, WrOpcode::kRdmaWrite, 40 * 256)), 0);
   auto out = drain();
@@ -80,6 +81,45 @@ TEST_F(Requester, LongMessagesAskForAnAckPeriodically) {
   EXPECT_TRUE(out[31].hdr.bth.ack_req);
   EXPECT_FALSE(out[16].hdr.bth.ack_req);
   EXPECT_TRUE(out[39].hdr.bth.ack_req);
+}
+
+// The default: each MTU of a WRITE is a WRITE ONLY whose RETH names exactly its bytes, PSNs and
+// AckReq as for one message, and the work request completes once, when its last packet is acked.
+TEST_F(Requester, PerPacketWritesCarryTheirOwnReth) {
+  up();
+  ASSERT_EQ(q.qp->post_send(wr(1, WrOpcode::kRdmaWrite, 20 * 256 + 100)), 0);
+  auto out = drain();
+  ASSERT_EQ(out.size(), 21u);
+  for (uint32_t i = 0; i < out.size(); ++i) {
+    SCOPED_TRACE(i);
+    EXPECT_EQ(out[i].opcode(), op::kRcWriteOnly);
+    EXPECT_EQ(out[i].psn(), kSpsn + i);
+    const uint32_t len = i < 20 ? 256 : 100;
+    EXPECT_EQ(out[i].hdr.reth.dma_length, len);
+    EXPECT_EQ(out[i].payload.size(), len);
+    EXPECT_EQ(out[i].hdr.reth.va, 0x5000u + 256 * i);
+    EXPECT_EQ(out[i].hdr.bth.ack_req, i == 15 || i == 20);
+    EXPECT_TRUE(
+        std::equal(out[i].payload.begin(), out[i].payload.end(), buf->data.begin() + 256 * i));
+  }
+  ack(kSpsn + 19);
+  EXPECT_TRUE(q.send_cq.entries.empty());
+  ack(kSpsn + 20);
+  ASSERT_EQ(q.send_cq.entries.size(), 1u);
+  EXPECT_EQ(q.send_cq.pop().wr_id, 1u);
+}
+
+// WRITE with immediate keeps FIRST/MIDDLE/LAST: the responder's receive completion reports the
+// whole message's length, which per-packet WRITEs could not carry.
+TEST_F(Requester, WriteWithImmediateStaysOneMessage) {
+  up();
+  ASSERT_EQ(q.qp->post_send(wr(1, WrOpcode::kRdmaWriteWithImm, 3 * 256)), 0);
+  auto out = drain();
+  ASSERT_EQ(out.size(), 3u);
+  EXPECT_EQ(out[0].opcode(), op::kRcWriteFirst);
+  EXPECT_EQ(out[0].hdr.reth.dma_length, 3u * 256);
+  EXPECT_EQ(out[1].opcode(), op::kRcWriteMiddle);
+  EXPECT_EQ(out[2].opcode(), op::kRcWriteLastImm);
 }
 
 TEST_F(Requester, AcksAreCumulativeAndCompletionsInOrder) {

@@ -434,6 +434,8 @@ struct SrRequester : ::testing::Test {
 };
 
 TEST_F(SrRequester, ASequenceNakResendsOnlyTheNamedPacketRebuiltFromItsWqe) {
+  cfg.write_segments = WriteSegments::kPerMessage;
+  q.qp->configure(cfg);
   ASSERT_EQ(q.qp->post_send(wr(1, WrOpcode::kRdmaWrite, 8 * kMtu)), 0);
   ASSERT_EQ(drain().size(), 8u);
   seq_nak(kSpsn + 3);  // acknowledges 0..2; 3 is missing

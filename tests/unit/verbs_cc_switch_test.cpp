@@ -230,13 +230,16 @@ TEST(VerbsCcSwitch, EnvironmentChoosesPerQpOptions) {
   EXPECT_EQ(o.congestion.algorithm, CcAlgorithm::kOff);
   EXPECT_EQ(o.congestion.line_rate_bps, kDefaultCcLineRateBps);
   EXPECT_EQ(o.loss_recovery, LossRecovery::kGoBackN);
+  EXPECT_EQ(o.write_segments, WriteSegments::kPerPacket);
   EXPECT_TRUE(errors.empty());
 
   env = {{"UROCE_CC", "dcqcn"},
          {"UROCE_CC_LINE_GBPS", "2.5"},
          {"UROCE_CC_CNP_INTERVAL_US", "50"},
-         {"UROCE_LOSS_RECOVERY", "sr"}};
+         {"UROCE_LOSS_RECOVERY", "sr"},
+         {"UROCE_WRITE_SEGMENTS", "message"}};
   o = qp_transport_options_from_env(&errors, get);
+  EXPECT_EQ(o.write_segments, WriteSegments::kPerMessage);
   EXPECT_EQ(o.congestion.algorithm, CcAlgorithm::kDcqcnMlx5);
   EXPECT_EQ(o.congestion.line_rate_bps, 2.5e9);
   EXPECT_EQ(o.congestion.cnp_interval_ns, 50'000u);
@@ -250,13 +253,15 @@ TEST(VerbsCcSwitch, EnvironmentChoosesPerQpOptions) {
   env = {{"UROCE_CC", "cubic"},
          {"UROCE_CC_LINE_GBPS", "0"},
          {"UROCE_CC_CNP_INTERVAL_US", "5x"},
-         {"UROCE_LOSS_RECOVERY", "irn"}};
+         {"UROCE_LOSS_RECOVERY", "irn"},
+         {"UROCE_WRITE_SEGMENTS", "jumbo"}};
   o = qp_transport_options_from_env(&errors, get);
+  EXPECT_EQ(o.write_segments, WriteSegments::kPerPacket);
   EXPECT_EQ(o.congestion.algorithm, CcAlgorithm::kOff);
   EXPECT_EQ(o.congestion.line_rate_bps, kDefaultCcLineRateBps);
   EXPECT_EQ(o.congestion.cnp_interval_ns, 0u);
   EXPECT_EQ(o.loss_recovery, LossRecovery::kGoBackN);
-  ASSERT_EQ(errors.size(), 4u);
+  ASSERT_EQ(errors.size(), 5u);
   EXPECT_NE(errors[0].find("UROCE_CC=cubic"), std::string::npos);
 }
 

@@ -575,6 +575,7 @@ NodeOptions node_options(const BenchOptions& o, const BenchParams& p) {
   n.pcap_path = o.pcap_path;
   n.congestion = o.congestion;
   n.loss_recovery = o.loss_recovery;
+  n.write_segments = o.write_segments;
   n.max_psn_window = o.max_psn_window;
   return n;
 }
@@ -761,6 +762,7 @@ int run_bench_client(const BenchOptions& o) {
       .field("line_rate_gbps", o.congestion.line_rate_bps / 1e9)
       .field("recovery", loss_recovery_name(o.loss_recovery))
       .end_object();
+  json.field("write_segments", write_segments_name(o.write_segments));
   if (o.interval_s > 0) {
     json.begin_array("intervals");
     for (const IntervalSample& s : client.intervals()) {

@@ -34,7 +34,7 @@ struct BenchCli {
   // 1024), 1024 on 1500-byte Ethernet, where 4096-byte datagrams with DF set could not pass.
   uint32_t mtu = 0, depth = 128;
   unsigned timeout = 14, retry_cnt = 7, rnr_retry = 7;
-  std::string cc = "off", recovery = "gbn";
+  std::string cc = "off", recovery = "gbn", write_segments = "packet";
   double line_rate_gbps = kDefaultCcLineRateBps / 1e9;
   double cnp_interval_us = 0;
 };
@@ -86,6 +86,10 @@ void add_bench(CLI::App& app, BenchCli& b) {
   c->add_option("--recovery", b.recovery,
                 "loss recovery: gbn (go-back-N) | sr (selective repeat; pass it to both sides)")
       ->check(CLI::IsMember({"gbn", "sr"}));
+  c->add_option("--write-segments", b.write_segments,
+                "RDMA WRITEs over one MTU: packet (each MTU a WRITE ONLY with its own RETH) | "
+                "message (FIRST/MIDDLE/LAST)")
+      ->check(CLI::IsMember({"packet", "message"}));
   c->add_option("--window", b.o.max_psn_window,
                 "packets this side may have unacknowledged (about one bandwidth-delay product "
                 "for --recovery sr; default: the transport's)")
@@ -136,6 +140,8 @@ int run_bench(BenchCli& b) {
   b.o.congestion.line_rate_bps = b.line_rate_gbps * 1e9;
   b.o.congestion.cnp_interval_ns = static_cast<Nanos>(b.cnp_interval_us * 1000);
   b.o.loss_recovery = parse_loss_recovery(b.recovery).value_or(LossRecovery::kGoBackN);
+  b.o.write_segments =
+      parse_write_segments(b.write_segments).value_or(transport::WriteSegments::kPerPacket);
   for (const auto& s : b.sizes) {
     auto v = parse_size(s);
     if (!v) {

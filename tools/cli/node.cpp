@@ -179,6 +179,7 @@ std::unique_ptr<Node> Node::open(const NodeOptions& options, std::string& error)
   qa.cap.max_inline_data = 0;
   qa.congestion = options.congestion;
   qa.loss_recovery = options.loss_recovery;
+  qa.write_segments = options.write_segments;
   qa.max_psn_window = options.max_psn_window;
   auto qp = n->pd_->create_qp(qa);
   if (!qp) return fail("create_qp", qp.error());

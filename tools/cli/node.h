@@ -35,6 +35,7 @@ struct NodeOptions {
   // Per-QP switches (verbs::QpInitAttr): DCQCN off by default; selective repeat needs both ends.
   transport::CongestionConfig congestion;
   transport::LossRecovery loss_recovery = transport::LossRecovery::kGoBackN;
+  transport::WriteSegments write_segments = transport::WriteSegments::kPerPacket;
   uint32_t max_psn_window = 0;  // 0: the transport's default
 };
 

@@ -572,6 +572,7 @@ ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr) {
   // ibv_qp_init_attr has no field for these: the environment chooses them (config.h).
   init.congestion = qp_transport_options().congestion;
   init.loss_recovery = qp_transport_options().loss_recovery;
+  init.write_segments = qp_transport_options().write_segments;
   auto impl = from(pd)->impl->create_qp(init);
   if (!impl.ok()) return fail<ibv_qp>(impl.error());
   auto* q = new (std::nothrow) Qp{};
