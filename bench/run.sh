@@ -145,6 +145,8 @@ uroce_fig() {
 uroce_cmd() {  # NAME -> the command for that figure
   case $1 in
     write_bw_*) echo "uroce_fig write '' ${1#write_bw_} bw_avg_gbps" ;;
+    # The same WRITEs as FIRST/MIDDLE/LAST on the wire (the default is a WRITE ONLY per MTU).
+    write_msg_bw_*) echo "uroce_fig write '' ${1#write_msg_bw_} bw_avg_gbps --write-segments message" ;;
     read_bw_*) echo "uroce_fig read '' ${1#read_bw_} bw_avg_gbps" ;;
     send_bw_*) echo "uroce_fig send '' ${1#send_bw_} bw_avg_gbps" ;;
     msg_rate_8) echo "uroce_fig send '' 8 msg_rate_mpps" ;;
@@ -183,7 +185,7 @@ slot() {
   fi
   printf '  %-34s %s %s  (%s; ceiling %s)\n' "$name" "$v" "$unit" "$ratio" "$ceil"
 }
-for op in write read send; do
+for op in write write_msg read send; do
   for size in 65536 1048576; do slot ${op}_bw_$size gbps gso higher; done
 done
 slot msg_rate_8 mpps gso_24B higher
