@@ -127,8 +127,9 @@ class QpImpl final : public TransportQp {
     congestion_.on_timer(now, ctx_.pacer);
     settle();
     size_t sent = 0;
+    TxPacket pkt;
     while (sent < budget) {
-      TxPacket pkt;
+      pkt.clear();
       if (congestion_.take_cnp(ctx_.config.dest_qpn, ctx_.config.path, pkt, ctx_.counters)) {
         emit(sink, pkt);  // a CNP goes first and unpaced: it is what slows the sender down
       } else if (responder_.build(now, pkt)) {
