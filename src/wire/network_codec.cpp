@@ -102,12 +102,15 @@ uint32_t icrc_begin(std::span<const uint8_t> headers) {
   const uint32_t ip_len = v6 ? kIpv6Bytes : kIpv4Bytes;
   const uint32_t n = ip_len + kUdpBytes + kBthBytes;
   UROCE_CHECK(headers.size() >= n);
-  // One buffer for the LRH stand-in and the masked headers, so the CRC runs once over both (a
-  // CRC call has a fixed cost that dominates at these sizes: small packets are CPU-bound on it).
-  std::array<uint8_t, kLrhOnes.size() + kIpv6Bytes + kUdpBytes + kBthBytes> buf;
+  // One buffer for the LRH stand-in and the headers, masked, so the CRC runs once over them (a
+  // CRC call has a fixed cost that dominates at these sizes: small packets are CPU-bound on it,
+  // and every packet pays it once per call). Callers that pass a whole packet as `headers` get
+  // the masked part copied and the rest CRC'd in place.
+  std::array<uint8_t, kLrhOnes.size() + kIpv6Bytes + kUdpBytes + kMaxTransportHeaderBytes> buf;
+  const size_t copied = std::min(headers.size(), buf.size() - kLrhOnes.size());
   std::copy(kLrhOnes.begin(), kLrhOnes.end(), buf.begin());
   uint8_t* p = buf.data() + kLrhOnes.size();
-  std::memcpy(p, headers.data(), n);
+  std::memcpy(p, headers.data(), copied);
   if (v6) {
     p[0] |= 0x0f;  // traffic class (high nibble) and flow label
     p[1] = p[2] = p[3] = 0xff;
@@ -119,8 +122,8 @@ uint32_t icrc_begin(std::span<const uint8_t> headers) {
   }
   p[ip_len + 6] = p[ip_len + 7] = 0xff;  // UDP checksum
   p[ip_len + kUdpBytes + 4] = 0xff;      // BTH reserved byte (FECN/BECN live here)
-  const uint32_t crc = crc32(0, std::span<const uint8_t>(buf.data(), kLrhOnes.size() + n));
-  return crc32(crc, headers.subspan(n));
+  const uint32_t crc = crc32(0, std::span<const uint8_t>(buf.data(), kLrhOnes.size() + copied));
+  return crc32(crc, headers.subspan(copied));
 }
 
 // Writes the IP and UDP headers of a packet with `udp_len` bytes of UDP (header included).
