@@ -155,31 +155,38 @@ uroce_cmd() {  # NAME -> the command for that figure
     write_lat_8) echo "uroce_fig write --lat 8 t_median_us" ;;
   esac
 }
-# The raw GSO ceiling on this shared VM moves between runs by a third or more (55 to 90 Gb/s within
-# an hour). So that a slow phase during section 1 cannot flatter the ratios, each bandwidth figure
-# first measures the ceiling once more, and its ratio is to the highest ceiling seen so far.
+# The raw GSO ceiling on this shared VM moves between runs by a third or more (55 to 95 Gb/s within
+# an hour). So that a slow phase during section 1 cannot flatter the ratios, each run of a bandwidth
+# figure is preceded by a run of the ceiling: the figure's ratio is to the highest ceiling seen so
+# far, and the median of the REPEAT paired ratios (each uroce run over the ceiling measured just
+# before it) is printed beside it, the estimate least moved by the host's load.
+LAST_CEIL=""
 refresh_gso_ceiling() {
-  local v
-  v=$($CEIL --mode gso --size $MTU_DGRAM --seconds "$SECS" --a "$A" --b "$B" 2>&1 | tail -1 |
-    field gbps)
-  [[ -n $v ]] && awk -v a="$v" -v b="${FIG[gso]:-0}" 'BEGIN { exit !(a > b) }' && FIG[gso]=$v
+  LAST_CEIL=$($CEIL --mode gso --size $MTU_DGRAM --seconds "$SECS" --a "$A" --b "$B" 2>&1 |
+    tail -1 | field gbps)
+  [[ -n $LAST_CEIL ]] && awk -v a="$LAST_CEIL" -v b="${FIG[gso]:-0}" 'BEGIN { exit !(a > b) }' &&
+    FIG[gso]=$LAST_CEIL
 }
+median() { tr ' ' '\n' | grep . | sort -g | awk '{ a[NR] = $1 } END { if (NR) print a[int((NR + 1) / 2)] }'; }
 # slot NAME UNIT CEILING_NAME higher|lower
 slot() {
-  [[ $3 == gso ]] && refresh_gso_ceiling
-  local name=$1 unit=$2 ceil=${FIG[$3]:-} better=$4 v=""
+  local name=$1 unit=$2 better=$4 v="" ceil
   if [[ ! -x $UROCE ]]; then
-    printf '  %-34s (not run: %s absent)  ceiling %s %s\n' "$name" "$UROCE" "${ceil:-n/a}" "$unit"
+    printf '  %-34s (not run: %s absent)  ceiling %s %s\n' "$name" "$UROCE" "${FIG[$3]:-n/a}" "$unit"
     return
   fi
   # Best of REPEAT runs, as for the ceilings, so that the ratio compares like with like.
-  local try one
+  local try one pairs=""
   for ((try = 0; try < REPEAT; try++)); do
+    [[ $3 == gso ]] && refresh_gso_ceiling
     one=$(eval "$(uroce_cmd "$name")" 2>&1 | tail -1 | field value)
     [[ -z $one ]] && continue
+    [[ $3 == gso && -n $LAST_CEIL ]] &&
+      pairs+=" $(awk -v v="$one" -v c="$LAST_CEIL" 'BEGIN { printf "%.3f", v / c }')"
     if [[ -z $v ]] || awk -v a="$one" -v b="$v" -v d="$better" \
       'BEGIN { exit !((d == "higher" && a > b) || (d == "lower" && a < b)) }'; then v=$one; fi
   done
+  ceil=${FIG[$3]:-}
   [[ -n $v ]] && v=$(awk -v v="$v" 'BEGIN { printf (v < 10 ? "%.3f" : "%.2f"), v }')
   if [[ -z $v ]]; then
     printf '  %-34s (failed: %s)\n' "$name" "$(uroce_cmd "$name")"
@@ -193,7 +200,12 @@ slot() {
       ratio=$(awk -v v="$v" -v c="$ceil" 'BEGIN { printf "%.2fx the ceiling latency", v / c }')
     fi
   fi
-  printf '  %-34s %s %s  (%s; ceiling %s)\n' "$name" "$v" "$unit" "$ratio" "$ceil"
+  local paired=""
+  if [[ -n $pairs ]]; then
+    FIG[paired_$name]=$(echo "$pairs" | median)
+    paired="; paired median ${FIG[paired_$name]}"
+  fi
+  printf '  %-34s %s %s  (%s; ceiling %s%s)\n' "$name" "$v" "$unit" "$ratio" "$ceil" "$paired"
   FIG[uroce_$name]=$v
 }
 for op in write write_msg read send; do
@@ -210,7 +222,8 @@ for op in write write_msg read send; do
   for size in 65536 1048576; do
     v=${FIG[uroce_${op}_bw_$size]:-}
     [[ -z $v || -z ${FIG[gso]:-} ]] && continue
-    printf '  %-34s %s gbps  (%s of the ceiling)\n' "${op}_bw_$size" "$v" \
-      "$(awk -v v="$v" -v c="${FIG[gso]}" 'BEGIN { printf "%.2f", v / c }')"
+    printf '  %-34s %s gbps  (%s of the ceiling; paired median %s)\n' "${op}_bw_$size" "$v" \
+      "$(awk -v v="$v" -v c="${FIG[gso]}" 'BEGIN { printf "%.2f", v / c }')" \
+      "${FIG[paired_${op}_bw_$size]:-n/a}"
   done
 done
