@@ -405,27 +405,16 @@ size_t UdpLink::seal(TxSlot& s, const uint8_t* dst_ip, uint16_t ip_id, iovec* io
   return n;
 }
 
-// seal() for a linearized send: writes the whole datagram (headers, payload, pad, ICRC) at `out`
-// and returns its length. The ICRC is computed over the copy, which the copy left in cache.
+// seal() for a linearized send: the same pieces, copied back to back at `out` (headers, payload,
+// pad, ICRC). Returns the datagram's length.
 size_t UdpLink::seal_into(TxSlot& s, const uint8_t* dst_ip, uint16_t ip_id, uint8_t* out) {
-  uint8_t* th = s.hdr.data() + kPre;
-  const uint8_t* start = write_pseudo_headers(th, ipv6_, ip_bytes(local_), dst_ip, options_.port,
-                                              wire::kRoceV2Port, s.datagram_len(), ip_id);
+  std::array<iovec, kIovPerPacket> pieces;
+  const size_t n = seal(s, dst_ip, ip_id, pieces.data());
   uint8_t* p = out;
-  std::memcpy(p, th, s.th_len);
-  p += s.th_len;
-  for (uint32_t i = 0; i < s.parts; ++i) {
-    if (s.payload[i].empty()) continue;
-    std::memcpy(p, s.payload[i].data(), s.payload[i].size());
-    p += s.payload[i].size();
+  for (size_t i = 0; i < n; ++i) {
+    std::memcpy(p, pieces[i].iov_base, pieces[i].iov_len);
+    p += pieces[i].iov_len;
   }
-  std::memset(p, 0, s.pad);
-  p += s.pad;
-  const std::span<const uint8_t> headers(start, static_cast<size_t>(th - start) + s.th_len);
-  const uint32_t crc = wire::compute_icrc(
-      headers, std::span<const uint8_t>(out + s.th_len, static_cast<size_t>(p - out) - s.th_len),
-      0);
-  for (int b = 0; b < 4; ++b) *p++ = static_cast<uint8_t>(crc >> (8 * b));  // LSB first
   return static_cast<size_t>(p - out);
 }
 
