@@ -71,7 +71,16 @@ abi_run_pair() {
     >"$ABI_TMP/$name.server" 2>&1 &
   local spid=$!
   ABI_PIDS+=("$spid")
-  sleep 0.5  # the server listens on its TCP port before the client connects
+  # perftest and the pingpong tools connect once and give up: wait until the server listens
+  # (a fixed pause lost the race on a loaded machine), at most 20 s.
+  local waited=0 child
+  while ((waited < 200)); do
+    child=$(pgrep -P "$spid" | head -1)
+    [[ -n $child ]] && ss -Hltnp 2>/dev/null | grep -q "pid=$child," && break
+    kill -0 "$spid" 2>/dev/null || break  # it died: its exit code says why
+    sleep 0.1
+    waited=$((waited + 1))
+  done
   local crc=0 src=0
   UROCE_DEVICES="uroces=$caddr" timeout -k 5 "$limit" "${client[@]}" \
     >"$ABI_TMP/$name.client" 2>&1 || crc=$?
