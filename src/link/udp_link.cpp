@@ -156,6 +156,7 @@ struct UdpLink::TxSlot {
   uint32_t parts = 0, payload_len = 0;
   uint8_t pad = 0;
   uint8_t tos = 0;        // DSCP << 2 | ECN
+  uint8_t ttl = 0;        // TTL or hop limit; 0: the socket's default
   bool response = false;  // ACK, READ response or atomic ACK
   Gid dgid{};
   std::array<uint8_t, 8> tail{};  // pad zeros, then the ICRC
@@ -170,7 +171,9 @@ struct UdpLink::RxBuffer {
   alignas(cmsghdr) std::array<uint8_t, 128> control{};
   size_t len = 0;
   uint32_t gso_size = 0;  // GRO: every segment but the last has this size
-  bool ce = false;
+  // TOS or traffic class and TTL or hop limit: GRO merges only datagrams that agree on them.
+  uint8_t traffic_class = 0;
+  uint8_t hop_limit = 64;
   bool truncated = false;
 };
 
@@ -223,14 +226,16 @@ int UdpLink::setup() {
     const int pmtu = IPV6_PMTUDISC_DO;
     if (::setsockopt(fd_, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one) != 0 ||
         ::setsockopt(fd_, IPPROTO_IPV6, IPV6_MTU_DISCOVER, &pmtu, sizeof pmtu) != 0 ||
-        ::setsockopt(fd_, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof one) != 0)
+        ::setsockopt(fd_, IPPROTO_IPV6, IPV6_RECVTCLASS, &one, sizeof one) != 0 ||
+        ::setsockopt(fd_, IPPROTO_IPV6, IPV6_RECVHOPLIMIT, &one, sizeof one) != 0)
       return errno;
   } else {
     // DF on every packet: RoCE never fragments, and with DF set Linux writes identification 0,
     // which the receiver must know to rebuild the header the ICRC covers.
     const int pmtu = IP_PMTUDISC_DO;
     if (::setsockopt(fd_, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) != 0 ||
-        ::setsockopt(fd_, IPPROTO_IP, IP_RECVTOS, &one, sizeof one) != 0)
+        ::setsockopt(fd_, IPPROTO_IP, IP_RECVTOS, &one, sizeof one) != 0 ||
+        ::setsockopt(fd_, IPPROTO_IP, IP_RECVTTL, &one, sizeof one) != 0)
       return errno;
   }
   if (::bind(fd_, reinterpret_cast<const sockaddr*>(&local_),
@@ -279,6 +284,7 @@ void UdpLink::transmit(const wire::TxPacket& p) {
   // Keep the DSCP the caller chose; the ECN bits are ours (RFC 3168: ECT(0) = 0b10).
   const uint8_t ecn = options_.ecn && p.ect ? static_cast<uint8_t>(wire::Ecn::kEct0) : 0;
   s.tos = static_cast<uint8_t>((p.dest->traffic_class & 0xfc) | ecn);
+  s.ttl = p.dest->hop_limit;
   s.dgid = p.dest->dgid;
   s.response = wire::opcode_info(p.header[0]).is_response();
   tx_responses_ += s.response;
@@ -303,8 +309,8 @@ void UdpLink::requests_first() {
 }
 
 // A run starting at slot k that one send carries: with GSO, following packets to the same peer
-// with the same TOS and size (UDP GSO cuts a send into gso_size pieces, all equal but the last,
-// which may be shorter), within the kernel's limits on segments, bytes and iovecs.
+// with the same TOS, TTL and size (UDP GSO cuts a send into gso_size pieces, all equal but the
+// last, which may be shorter), within the kernel's limits on segments, bytes and iovecs.
 size_t UdpLink::run_end(size_t k, size_t limit) const {
   size_t j = k + 1;
   if (!gso_) return j;
@@ -312,7 +318,8 @@ size_t UdpLink::run_end(size_t k, size_t limit) const {
   uint32_t bytes = lead.datagram_len(), iovs = lead.iov_count();
   while (j < limit && j - k < kMaxGsoSegments) {
     const TxSlot& s = tx_[j];
-    if (s.dgid != lead.dgid || s.tos != lead.tos || s.datagram_len() > lead.datagram_len() ||
+    if (s.dgid != lead.dgid || s.tos != lead.tos || s.ttl != lead.ttl ||
+        s.datagram_len() > lead.datagram_len() ||
         bytes + s.datagram_len() > kMaxDatagramBytes - wire::kIpv6Bytes ||
         iovs + s.iov_count() > kMaxIovPerMsg)
       break;
@@ -356,27 +363,27 @@ socklen_t fill_destination(sockaddr_storage& to, const Gid& dgid, bool v6) {
 }
 
 struct alignas(cmsghdr) TxControl {
-  std::array<uint8_t, CMSG_SPACE(sizeof(uint16_t)) + CMSG_SPACE(sizeof(int))> bytes;
+  std::array<uint8_t, CMSG_SPACE(sizeof(uint16_t)) + 2 * CMSG_SPACE(sizeof(int))> bytes;
 };
 
-// The TOS (or traffic class) of the send and, for a GSO send, its segment size.
-void write_control(msghdr& m, TxControl& control, bool v6, int tos, uint16_t gso_size) {
+// The TOS (or traffic class) of the send, its TTL (or hop limit) unless 0, and, for a GSO send,
+// its segment size. The messages are laid out back to back by hand (CMSG_NXTHDR may return null,
+// which the compiler cannot rule out).
+void write_control(msghdr& m, TxControl& control, bool v6, int tos, int ttl, uint16_t gso_size) {
+  size_t len = 0;
+  auto add = [&](int level, int type, const void* data, size_t size) {
+    auto* c = reinterpret_cast<cmsghdr*>(control.bytes.data() + len);
+    c->cmsg_level = level;
+    c->cmsg_type = type;
+    c->cmsg_len = CMSG_LEN(size);
+    std::memcpy(CMSG_DATA(c), data, size);
+    len += CMSG_SPACE(size);
+  };
+  add(v6 ? IPPROTO_IPV6 : IPPROTO_IP, v6 ? IPV6_TCLASS : IP_TOS, &tos, sizeof tos);
+  // The kernel refuses a TTL of 0; an address handle's 0 means "the default".
+  if (ttl != 0) add(v6 ? IPPROTO_IPV6 : IPPROTO_IP, v6 ? IPV6_HOPLIMIT : IP_TTL, &ttl, sizeof ttl);
+  if (gso_size != 0) add(IPPROTO_UDP, UDP_SEGMENT, &gso_size, sizeof gso_size);
   m.msg_control = control.bytes.data();
-  m.msg_controllen = sizeof control.bytes;
-  cmsghdr* c = CMSG_FIRSTHDR(&m);
-  c->cmsg_level = v6 ? IPPROTO_IPV6 : IPPROTO_IP;
-  c->cmsg_type = v6 ? IPV6_TCLASS : IP_TOS;
-  c->cmsg_len = CMSG_LEN(sizeof(int));
-  std::memcpy(CMSG_DATA(c), &tos, sizeof tos);
-  size_t len = CMSG_SPACE(sizeof(int));
-  if (gso_size != 0) {
-    c = CMSG_NXTHDR(&m, c);
-    c->cmsg_level = IPPROTO_UDP;
-    c->cmsg_type = UDP_SEGMENT;
-    c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
-    std::memcpy(CMSG_DATA(c), &gso_size, sizeof gso_size);
-    len += CMSG_SPACE(sizeof(uint16_t));
-  }
   m.msg_controllen = len;
 }
 
@@ -463,7 +470,7 @@ void UdpLink::send_messages(size_t first, size_t count) {
     }
     if (options_.linearize) iovs[iov_used++] = {linear, bytes_of[n]};
     m.msg_iovlen = static_cast<size_t>(&iovs[iov_used] - m.msg_iov);
-    write_control(m, controls[n], ipv6_, lead.tos,
+    write_control(m, controls[n], ipv6_, lead.tos, lead.ttl,
                   segs > 1 ? static_cast<uint16_t>(lead.datagram_len()) : 0);
     segs_of[n] = segs;
     k = j;
@@ -563,16 +570,20 @@ size_t UdpLink::poll(const RxHandler& handler, size_t budget) {
         b.len = msgs[i].msg_len;
         b.truncated = (m.msg_flags & MSG_TRUNC) != 0;
         b.gso_size = 0;
-        b.ce = false;
+        b.traffic_class = 0;
+        b.hop_limit = 64;
         for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr;
              c = CMSG_NXTHDR(const_cast<msghdr*>(&m), c)) {
           int v = 0;
           if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
-            v = *CMSG_DATA(c);  // IP_RECVTOS delivers one byte
-            b.ce = (v & 3) == static_cast<int>(wire::Ecn::kCe);
+            b.traffic_class = *CMSG_DATA(c);  // IP_RECVTOS delivers one byte
           } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) {
             std::memcpy(&v, CMSG_DATA(c), sizeof v);
-            b.ce = (v & 3) == static_cast<int>(wire::Ecn::kCe);
+            b.traffic_class = static_cast<uint8_t>(v);
+          } else if ((c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TTL) ||
+                     (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_HOPLIMIT)) {
+            std::memcpy(&v, CMSG_DATA(c), sizeof v);  // both an int
+            b.hop_limit = static_cast<uint8_t>(v);
           } else if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO) {
             std::memcpy(&v, CMSG_DATA(c), sizeof v);
             b.gso_size = static_cast<uint32_t>(v);
@@ -606,7 +617,7 @@ size_t UdpLink::deliver(const RxHandler& handler, size_t budget) {
     // Segment k of a blob that one GSO send became (as on loopback) carries IP ID k.
     const uint32_t index =
         b.gso_size != 0 ? static_cast<uint32_t>(rx_next_offset_ / b.gso_size) : 0;
-    handle_datagram(handler, b.data.data() + rx_next_offset_, seg, b.from, b.ce,
+    handle_datagram(handler, b.data.data() + rx_next_offset_, seg, b,
                     static_cast<uint16_t>(std::min(index, kMaxGsoSegments - 1)));
     ++n;
     rx_next_offset_ += seg;
@@ -657,7 +668,8 @@ bool UdpLink::icrc_ok(const uint8_t* data, size_t len, const sockaddr_storage& f
 }
 
 void UdpLink::handle_datagram(const RxHandler& handler, const uint8_t* data, size_t len,
-                              const sockaddr_storage& from, bool ce, uint16_t ip_id_guess) {
+                              const RxBuffer& b, uint16_t ip_id_guess) {
+  const sockaddr_storage& from = b.from;
   if (len < wire::kBthBytes + wire::kIcrcBytes) {
     ++counters_.rx_drop_malformed;
     return;
@@ -674,6 +686,7 @@ void UdpLink::handle_datagram(const RxHandler& handler, const uint8_t* data, siz
       ++counters_.rx_drop_malformed;
     return;
   }
+  const bool ce = (b.traffic_class & 3) == static_cast<int>(wire::Ecn::kCe);
   ++counters_.rx_packets;
   counters_.rx_bytes += len;
   if (ce) ++counters_.rx_ce_marked;
@@ -684,6 +697,8 @@ void UdpLink::handle_datagram(const RxHandler& handler, const uint8_t* data, siz
   rx.dgid = gid_;
   rx.udp_src_port = port_of(from);
   rx.ce = ce;
+  rx.traffic_class = b.traffic_class;
+  rx.hop_limit = b.hop_limit;
   handler(rx);
 }
 

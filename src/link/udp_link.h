@@ -96,8 +96,9 @@ class UdpLink final : public Link {
   void send_messages(size_t first_slot, size_t slots);
   size_t send_batch(struct mmsghdr* msgs, size_t count);
   size_t deliver(const RxHandler& handler, size_t budget);
+  // One datagram of `from` (its address and the IP fields every segment of it shares).
   void handle_datagram(const RxHandler& handler, const uint8_t* data, size_t len,
-                       const sockaddr_storage& from, bool ce, uint16_t ip_id_guess);
+                       const RxBuffer& from, uint16_t ip_id_guess);
   bool icrc_ok(const uint8_t* data, size_t len, const sockaddr_storage& from, uint16_t ip_id_guess);
 
   UdpLinkOptions options_;

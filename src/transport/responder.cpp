@@ -566,19 +566,27 @@ void Responder::receive_ud(const RxPacket& pkt) {
     return;
   }
   // The first 40 bytes get the GRH. RoCEv2 over IPv4 has none: as mlx5 and Linux's
-  // union rdma_network_hdr lay it out, 20 bytes of zeros come first, then the IPv4 header.
+  // union rdma_network_hdr lay it out, 20 bytes of zeros come first, then the IPv4 header. Both
+  // are rebuilt from what the link saw: addresses, lengths, traffic class and hop limit (an IPv4
+  // identification of 0 and an IPv6 flow label of 0: the link does not see those).
   std::array<uint8_t, kGrhBytes> grh{};
   const uint32_t udp_len =
       wire::kUdpBytes + info.header_bytes + total - kGrhBytes + h.bth.pad_count + wire::kIcrcBytes;
   if (gid_is_ipv4(pkt.sgid)) {
     wire::Ipv4 ip;
     ip.total_length = static_cast<uint16_t>(wire::kIpv4Bytes + udp_len);
+    ip.dscp = static_cast<uint8_t>(pkt.traffic_class >> 2);
+    ip.ecn = static_cast<wire::Ecn>(pkt.traffic_class & 3);
+    ip.ttl = pkt.hop_limit;
     std::copy_n(pkt.sgid.begin() + 12, 4, ip.src.begin());
     std::copy_n(pkt.dgid.begin() + 12, 4, ip.dst.begin());
     wire::write_ipv4(ip, std::span(grh).subspan(20));
   } else {
     wire::Ipv6 ip;
     ip.payload_length = static_cast<uint16_t>(udp_len);
+    ip.dscp = static_cast<uint8_t>(pkt.traffic_class >> 2);
+    ip.ecn = static_cast<wire::Ecn>(pkt.traffic_class & 3);
+    ip.hop_limit = pkt.hop_limit;
     ip.src = pkt.sgid;
     ip.dst = pkt.dgid;
     wire::write_ipv6(ip, grh);

@@ -134,6 +134,7 @@ uint32_t write_ip_udp(const IpEndpoints& ep, size_t udp_len, std::span<uint8_t> 
     ip.dscp = ep.dscp;
     ip.ecn = ep.ecn;
     ip.flow_label = ep.flow_label;
+    ip.hop_limit = ep.hop_limit;
     ip.payload_length = static_cast<uint16_t>(udp_len);
     std::copy_n(ep.src.begin(), 16, ip.src.begin());
     std::copy_n(ep.dst.begin(), 16, ip.dst.begin());
@@ -147,6 +148,7 @@ uint32_t write_ip_udp(const IpEndpoints& ep, size_t udp_len, std::span<uint8_t> 
     ip.total_length = static_cast<uint16_t>(kIpv4Bytes + udp_len);
     ip.identification = 0;
     ip.dont_fragment = true;
+    ip.ttl = ep.hop_limit;
     std::copy_n(ep.src.begin(), 4, ip.src.begin());
     std::copy_n(ep.dst.begin(), 4, ip.dst.begin());
     ip_len = write_ipv4(ip, out);

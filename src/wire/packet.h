@@ -147,6 +147,7 @@ struct IpEndpoints {
   uint8_t dscp = 0;
   Ecn ecn = Ecn::kEct0;
   uint32_t flow_label = 0;
+  uint8_t hop_limit = 64;  // IPv4 TTL
 };
 uint32_t build_ip_packet(const IpEndpoints& ep, const TransportHeaders& hdr,
                          std::span<const uint8_t> payload, std::span<uint8_t> out);

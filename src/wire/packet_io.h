@@ -59,6 +59,10 @@ struct RxPacket {
   Gid dgid{};  // our address it was sent to
   uint16_t udp_src_port = 0;
   bool ce = false;  // the IP ECN field was Congestion Experienced
+  // As received: the IPv4 TOS or IPv6 traffic class byte (DSCP and ECN) and the TTL or hop limit.
+  // A UD receive's GRH carries them (IBA 11.4.1.2: the GRH as it arrived).
+  uint8_t traffic_class = 0;
+  uint8_t hop_limit = 64;
 };
 
 }  // namespace uroce::wire

@@ -1,5 +1,6 @@
 // UC (no ACKs; a gap drops the rest of a message), UD (Q_Key, GRH, one packet per message) and
 // receive queues shared between QPs.
+#include "common/bytes.h"
 #include "pair.h"
 
 namespace uroce::transport::test {
@@ -133,6 +134,38 @@ TEST_F(Ud, DatagramCarriesDethAndLandsAfterA40ByteGrh) {
   EXPECT_EQ(dst->data[20 + 15], 1);  // source 10.0.0.1 (Packet::rx)
   EXPECT_EQ(dst->data[20 + 19], 2);  // destination 10.0.0.2
   EXPECT_TRUE(std::equal(src->data.begin(), src->data.begin() + 100, dst->data.begin() + 40));
+}
+
+TEST_F(Ud, GrhCarriesTheReceivedTrafficClassAndHopLimit) {
+  Sge s{src->va, 10, src->key};
+  ASSERT_EQ(a.qp->post_send(ud_wr(1, s, 0x22222222)), 0);
+  ASSERT_EQ(a.qp->post_send(ud_wr(2, s, 0x22222222)), 0);
+  a.run(0);
+  // IPv4: TOS at byte 1 of the IPv4 header (after 20 zero bytes), TTL at byte 8, and the header
+  // checksum over them.
+  const Packet first = a.out.pop();  // rx() points into it
+  RxPacket rx = first.rx();
+  rx.traffic_class = 26 << 2 | 3;  // DSCP 26, CE
+  rx.hop_limit = 7;
+  ASSERT_EQ(b.post_recv(9, *dst, 4096), 0);
+  b.qp->receive(rx, 0);
+  ASSERT_EQ(b.recv_cq.pop().status, WcStatus::kSuccess);
+  EXPECT_EQ(dst->data[20 + 1], 26 << 2 | 3);
+  EXPECT_EQ(dst->data[20 + 8], 7);
+  EXPECT_EQ(wire::ipv4_header_checksum(std::span<const uint8_t, wire::kIpv4Bytes>(
+                dst->data.data() + 20, wire::kIpv4Bytes)),
+            load_be16(&dst->data[20 + 10]));
+  // IPv6: the traffic class straddles bytes 0 and 1; the hop limit is byte 7.
+  const Packet second = a.out.pop();
+  rx = second.rx();
+  rx.sgid = Gid{0xfe, 0x80, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14};
+  rx.traffic_class = 10 << 2 | 2;
+  rx.hop_limit = 200;
+  ASSERT_EQ(b.post_recv(10, *dst, 4096), 0);
+  b.qp->receive(rx, 0);
+  ASSERT_EQ(b.recv_cq.pop().status, WcStatus::kSuccess);
+  EXPECT_EQ((dst->data[0] & 0x0f) << 4 | dst->data[1] >> 4, 10 << 2 | 2);
+  EXPECT_EQ(dst->data[7], 200);
 }
 
 TEST_F(Ud, Ipv6SourceFillsTheWholeGrh) {

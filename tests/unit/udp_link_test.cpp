@@ -87,6 +87,7 @@ struct Received {
   Gid sgid, dgid;
   uint16_t udp_src_port;
   bool ce;
+  uint8_t traffic_class, hop_limit;
 };
 
 // Polls until `want` packets arrived or a second passes, blocking on wait_fd() in between.
@@ -96,8 +97,14 @@ std::vector<Received> receive(UdpLink& link, size_t want, size_t budget = 64) {
   while (got.size() < want && std::chrono::steady_clock::now() < deadline) {
     const size_t n = link.poll(
         [&](const wire::RxPacket& p) {
-          got.push_back(
-              {*p.hdr, {p.payload.begin(), p.payload.end()}, p.sgid, p.dgid, p.udp_src_port, p.ce});
+          got.push_back({*p.hdr,
+                         {p.payload.begin(), p.payload.end()},
+                         p.sgid,
+                         p.dgid,
+                         p.udp_src_port,
+                         p.ce,
+                         p.traffic_class,
+                         p.hop_limit});
         },
         budget);
     EXPECT_LE(n, budget);
@@ -427,6 +434,35 @@ TEST(UdpLink, CongestionExperiencedIsReportedAndEct0IsSent) {
   }
 }
 
+TEST(UdpLink, HopLimitGoesOutAndTrafficClassAndTtlComeBackUp) {
+  // An address handle's hop limit is the packets' TTL (0: the system's default), a change of it
+  // ends a GSO run, and the receiver reports TOS and TTL as they arrived (a UD GRH carries them).
+  auto a = open_link(v4(36, 1)), b = open_link(v4(36, 2));
+  ASSERT_TRUE(a && b);
+  std::vector<std::unique_ptr<Outgoing>> sent;
+  const std::array<uint8_t, 4> ttls = {9, 9, 17, 0};
+  for (uint32_t i = 0; i < 12; ++i) {
+    sent.push_back(
+        std::make_unique<Outgoing>(wire::op::kRcWriteMiddle, i, 1024, gid_of(v4(36, 2))));
+    sent.back()->av.hop_limit = ttls[i / 3];
+    if (i == 11) sent.back()->tx.ect = false;
+  }
+  for (auto& s : sent) a->transmit(s->tx);
+  a->flush();
+  auto got = receive(*b, sent.size());
+  ASSERT_EQ(got.size(), sent.size());
+  int default_ttl = 64;
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_default_ttl", "r")) {
+    EXPECT_EQ(std::fscanf(f, "%d", &default_ttl), 1);
+    std::fclose(f);
+  }
+  for (size_t i = 0; i < got.size(); ++i) {
+    expect_same(*sent[i], got[i]);
+    EXPECT_EQ(got[i].hop_limit, ttls[i / 3] ? ttls[i / 3] : default_ttl) << i;
+    EXPECT_EQ(got[i].traffic_class, i == 11 ? 26 << 2 : 26 << 2 | 2) << i;
+  }
+}
+
 // A packet socket on lo, to see frames as a third party (Wireshark, a NIC) would; -1 without
 // CAP_NET_RAW.
 int open_capture() {
@@ -562,6 +598,7 @@ TEST(UdpLink, Ipv6OnLoopback) {
   // One packet alone first, captured if we may: its ICRC must hold over the real IPv6 header.
   const int cap = open_capture();
   Outgoing single(wire::op::kRcSendOnly, 7, 333, loop);
+  single.av.hop_limit = 5;
   size_t copies = 1;
   if (cap >= 0) {
     auto [f, n] = send_and_capture(a, single, cap, loop);
@@ -575,7 +612,10 @@ TEST(UdpLink, Ipv6OnLoopback) {
     a.transmit(single.tx);
     a.flush();
   }
-  ASSERT_EQ(receive(a, copies).size(), copies);
+  const auto single_got = receive(a, copies);
+  ASSERT_EQ(single_got.size(), copies);
+  EXPECT_EQ(single_got[0].hop_limit, 5);
+  EXPECT_EQ(single_got[0].traffic_class, 26 << 2 | 2);
   // ::1 is the only loopback address, so the link talks to itself: a GSO window and odd sizes.
   std::vector<std::unique_ptr<Outgoing>> sent;
   for (uint32_t i = 0; i < 20; ++i)

@@ -63,9 +63,14 @@ class CaptureLink final : public link::Link {
       scratch_.insert(scratch_.end(), p.pad, 0);
       auto t = wire::parse_transport(scratch_);
       if (t) {
-        // Every packet leaves the UDP link from port 4791 (see udp_link.h).
-        write(wire::endpoints_from_gids(local_gid(), p.dest->dgid, wire::kRoceV2Port), t->hdr,
-              t->payload);
+        // Every packet leaves the UDP link from port 4791 (see udp_link.h), with the address
+        // vector's DSCP and hop limit (0: the default, 64 on Linux) and ECT(0) unless not ECN
+        // capable.
+        auto ep = wire::endpoints_from_gids(local_gid(), p.dest->dgid, wire::kRoceV2Port);
+        ep.dscp = static_cast<uint8_t>(p.dest->traffic_class >> 2);
+        ep.ecn = p.ect ? wire::Ecn::kEct0 : wire::Ecn::kNotEct;
+        if (p.dest->hop_limit != 0) ep.hop_limit = p.dest->hop_limit;
+        write(ep, t->hdr, t->payload);
       }
     }
     inner_->transmit(p);
@@ -74,9 +79,14 @@ class CaptureLink final : public link::Link {
   size_t poll(const link::RxHandler& handler, size_t budget) override {
     return inner_->poll(
         [&](const wire::RxPacket& rx) {
-          if (rx.hdr != nullptr)
-            write(wire::endpoints_from_gids(rx.sgid, rx.dgid, rx.udp_src_port), *rx.hdr,
-                  rx.payload);
+          if (rx.hdr != nullptr) {
+            // As received: a switch's CE mark shows in the capture.
+            auto ep = wire::endpoints_from_gids(rx.sgid, rx.dgid, rx.udp_src_port);
+            ep.dscp = static_cast<uint8_t>(rx.traffic_class >> 2);
+            ep.ecn = static_cast<wire::Ecn>(rx.traffic_class & 3);
+            ep.hop_limit = rx.hop_limit;
+            write(ep, *rx.hdr, rx.payload);
+          }
           handler(rx);
         },
         budget);
