@@ -14,10 +14,11 @@ namespace {
 bool opcode_allowed(QpType type, WrOpcode op) {
   switch (type) {
     case QpType::kRc:
-      return op != WrOpcode::kLocalInvalidate && op != WrOpcode::kBindMw;
-    case QpType::kUc:  // IBA table 38: UC has SEND and RDMA WRITE only
+      return true;
+    case QpType::kUc:  // IBA table 38: UC has SEND and RDMA WRITE, and binds windows locally
       return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm || op == WrOpcode::kRdmaWrite ||
-             op == WrOpcode::kRdmaWriteWithImm;
+             op == WrOpcode::kRdmaWriteWithImm || op == WrOpcode::kBindMw ||
+             op == WrOpcode::kLocalInvalidate;
     case QpType::kUd:
       return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm;
   }
@@ -72,6 +73,9 @@ int Requester::post(const SendWr& wr) {
   if (is_inline &&
       (length > ctx_.caps.max_inline_data || atomic || wr.opcode == WrOpcode::kRdmaRead))
     return EINVAL;
+  // BIND_MW and LOCAL_INV move no data: no gather list.
+  const bool local = wr.opcode == WrOpcode::kBindMw || wr.opcode == WrOpcode::kLocalInvalidate;
+  if (local && (!wr.sg_list.empty() || is_inline)) return EINVAL;
   if (ctx_.sq.full()) return ENOMEM;
 
   const uint64_t pos = ctx_.sq.tail();
@@ -85,6 +89,7 @@ int Requester::post(const SendWr& wr) {
   w.rkey = wr.rkey;
   w.compare_add = wr.compare_add;
   w.swap = wr.swap;
+  w.bind = wr.bind;
   if (wr.ah != nullptr) w.ah = *wr.ah;
   w.remote_qpn = wr.remote_qpn;
   w.remote_qkey = wr.remote_qkey;
@@ -202,7 +207,46 @@ Requester::Gate Requester::gate(Nanos now, Next& next, Nanos* when) const {
   return Gate::kReady;
 }
 
+bool Requester::local_op_due() const {
+  if (cur_ >= ctx_.sq.tail() || ctx_.state != QpState::kRts) return false;
+  const SendWqe& w = ctx_.sq.at(cur_);
+  if (!w.is_local()) return false;
+  if (w.state == WqeState::kDone) return w.status == WcStatus::kSuccess;  // passed over
+  return !((w.flags & kSendFence) && ctx_.rd_atomic_outstanding > 0);
+}
+
+bool Requester::run_local_ops() {
+  // Bounded by the send queue: each step moves the cursor on or returns.
+  while (cur_ < ctx_.sq.tail()) {
+    SendWqe& w = ctx_.sq.at(cur_);
+    if (!w.is_local()) return true;
+    if (w.state == WqeState::kPosted) {
+      if (ctx_.state != QpState::kRts) return false;  // SQD starts no new WQE
+      // IBV_SEND_FENCE: a bind or invalidate may have to wait for earlier READs and atomics,
+      // which still use the old window (IBA 10.8.3.4).
+      if ((w.flags & kSendFence) && ctx_.rd_atomic_outstanding > 0) return false;
+      w.first_psn = ctx_.next_psn;
+      w.npsn = 0;
+      const WcStatus status =
+          w.opcode == WrOpcode::kBindMw ? ctx_.memory.bind_mw(w.bind, ctx_.qpn)
+          : ctx_.memory.invalidate(w.invalidate_rkey, ctx_.qpn, /*remote=*/false)
+              ? WcStatus::kSuccess
+              : WcStatus::kLocQpOpErr;
+      w.state = WqeState::kDone;
+      w.status = status;
+      if (status != WcStatus::kSuccess) return false;  // retired with its error; the QP goes to ERR
+    } else if (w.status != WcStatus::kSuccess) {
+      return false;
+    }
+    // Done (now, or before a go-back-N rewind brought the cursor back over it): never again.
+    ++cur_;
+    pkt_ = 0;
+  }
+  return true;
+}
+
 Nanos Requester::ready_at(Nanos now) const {
+  if (local_op_due()) return now;
   uint64_t pos = 0;
   uint32_t pkt = 0;
   if (next_resend(&pos, &pkt)) {
@@ -436,6 +480,7 @@ bool Requester::build(Nanos now, TxPacket& out) {
     if (next_resend(&pos, &pkt)) return build_resend(now, out);
     resend_count_ = 0;
   }
+  if (!run_local_ops()) return false;
   Next next;
   Nanos when = kNever;
   if (gate(now, next, &when) != Gate::kReady) return false;

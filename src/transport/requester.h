@@ -41,6 +41,10 @@ class Requester {
     uint32_t psns = 1;  // PSNs this packet uses (a READ request uses one per response packet)
   };
   Gate gate(Nanos now, Next& next, Nanos* when) const;
+  // Carries out the BIND_MW and LOCAL_INV WQEs at the cursor, in posting order, and passes over
+  // those already done; false if one must wait (fence, SQD) or failed.
+  bool run_local_ops();
+  bool local_op_due() const;  // run_local_ops() has something to do now
   // The queued retransmission that goes next: its WQE position and packet index; false (and
   // stale entries skipped) if none.
   bool next_resend(uint64_t* pos, uint32_t* pkt) const;

@@ -312,7 +312,7 @@ Responder::Verdict Responder::on_send(const wire::TransportHeaders& h, const wir
   if (info.has(wire::kImmDt)) flags |= kWcWithImm, value = h.imm;
   if (info.has(wire::kIeth)) {
     // SEND with Invalidate (IBA 9.4.1.1, 10.6.7): invalidate the named key before completing.
-    if (!ctx_.memory.invalidate(h.ieth_rkey)) {
+    if (!ctx_.memory.invalidate(h.ieth_rkey, ctx_.qpn, /*remote=*/true)) {
       complete_recv(WcStatus::kLocProtErr, WcOpcode::kRecv, 0, 0, 0);
       return Verdict::kInvalid;
     }
@@ -336,7 +336,7 @@ Responder::Verdict Responder::on_write(const wire::TransportHeaders& h,
     const bool placed_whole =
         info.ends_message() && !info.has(wire::kImmDt) && payload.size() == len;
     if (len > 0 && !placed_whole &&
-        !ctx_.memory.remote(h.reth.rkey, h.reth.va, len, kAccessRemoteWrite).ok())
+        !ctx_.memory.remote(h.reth.rkey, h.reth.va, len, kAccessRemoteWrite, ctx_.qpn).ok())
       return Verdict::kAccess;
     write_va_ = h.reth.va;
     write_rkey_ = h.reth.rkey;
@@ -352,7 +352,7 @@ Responder::Verdict Responder::on_write(const wire::TransportHeaders& h,
   }
   if (!payload.empty()) {
     auto dst = ctx_.memory.remote(write_rkey_, write_va_, static_cast<uint32_t>(payload.size()),
-                                  kAccessRemoteWrite);
+                                  kAccessRemoteWrite, ctx_.qpn);
     if (!dst.ok()) return Verdict::kAccess;
     std::memcpy(*dst, payload.data(), payload.size());
   }
@@ -370,7 +370,7 @@ Responder::Verdict Responder::on_read(const wire::TransportHeaders& h) {
   if (!remote_ok(kAccessRemoteRead)) return Verdict::kAccess;
   const uint32_t len = h.reth.dma_length;
   if (len > kMaxMessageBytes) return Verdict::kInvalid;
-  if (len > 0 && !ctx_.memory.remote(h.reth.rkey, h.reth.va, len, kAccessRemoteRead).ok())
+  if (len > 0 && !ctx_.memory.remote(h.reth.rkey, h.reth.va, len, kAccessRemoteRead, ctx_.qpn).ok())
     return Verdict::kAccess;
   // More READ/atomics in progress than max_dest_rd_atomic (IBA 9.7.7.2.1): Invalid Request.
   Resource* r = alloc_resource();
@@ -394,7 +394,7 @@ Responder::Verdict Responder::on_atomic(const wire::TransportHeaders& h,
                                         const wire::OpcodeInfo& info) {
   if (!remote_ok(kAccessRemoteAtomic)) return Verdict::kAccess;
   if (h.atomic.va % 8 != 0) return Verdict::kInvalid;  // IBA 9.4.5: 8-byte aligned only
-  auto p = ctx_.memory.remote(h.atomic.rkey, h.atomic.va, 8, kAccessRemoteAtomic);
+  auto p = ctx_.memory.remote(h.atomic.rkey, h.atomic.va, 8, kAccessRemoteAtomic, ctx_.qpn);
   if (!p.ok()) return Verdict::kAccess;
   if (reinterpret_cast<uintptr_t>(*p) % alignof(uint64_t) != 0) return Verdict::kOperational;
   Resource* r = alloc_resource();
@@ -484,7 +484,7 @@ void Responder::on_duplicate(const wire::TransportHeaders& h) {
       // No resource: older than the last max_dest_rd_atomic READ/atomics, so the requester (which
       // keeps at most that many outstanding) already has its data; or not a READ we answered.
       if (r == nullptr || !remote_ok(kAccessRemoteRead) ||
-          (len > 0 && !ctx_.memory.remote(h.reth.rkey, h.reth.va, len, kAccessRemoteRead).ok())) {
+          (len > 0 && !ctx_.memory.remote(h.reth.rkey, h.reth.va, len, kAccessRemoteRead, ctx_.qpn).ok())) {
         ++ctx_.counters.rx_dropped;
         return;
       }
@@ -730,7 +730,7 @@ bool Responder::build(Nanos now, TxPacket& out) {
       const uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(mtu, res.length - offset));
       if (!ctx_.pacer.may_send(now, len, 0)) return false;
       if (len > 0) {
-        auto src = ctx_.memory.remote(res.rkey, res.va + offset, len, kAccessRemoteRead);
+        auto src = ctx_.memory.remote(res.rkey, res.va + offset, len, kAccessRemoteRead, ctx_.qpn);
         if (!src.ok()) {
           // Deregistered since the request was checked: abandon; the requester times out.
           ++ctx_.counters.responses_dropped;

@@ -28,6 +28,7 @@ struct SendWqe {
   uint64_t remote_addr = 0;
   uint32_t rkey = 0;
   uint64_t compare_add = 0, swap = 0;
+  MwBindInfo bind{};
   AddressVector ah{};  // UD destination
   uint32_t remote_qpn = 0, remote_qkey = 0;
   std::array<Sge, kMaxSge> sge{};
@@ -53,6 +54,10 @@ struct SendWqe {
     return opcode == WrOpcode::kAtomicCompareSwap || opcode == WrOpcode::kAtomicFetchAdd;
   }
   bool is_rd_atomic() const { return is_read() || is_atomic(); }
+  // Carried out by the requester itself, without packets or PSNs (IBA 10.6.7).
+  bool is_local() const {
+    return opcode == WrOpcode::kBindMw || opcode == WrOpcode::kLocalInvalidate;
+  }
 };
 
 // Absolute positions (never wrap in practice: 2^64 WQEs) index a ring of `capacity` slots.

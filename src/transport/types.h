@@ -97,6 +97,19 @@ inline constexpr uint32_t kMaxSge = 16;
 
 using wire::AddressVector;
 
+// What a BIND_MW work request binds (ibv_mw_bind_info plus the window): the window named by its
+// current R_Key gets `new_rkey` (the same index; a type 2 window's consumer chooses the low byte,
+// ibv_inc_rkey) over [addr, addr+length) of the MR named by `mr_lkey`, with `access` (remote
+// read/write/atomic; length 0 unbinds a type 1 window).
+struct MwBindInfo {
+  uint32_t mw_rkey = 0;
+  uint32_t new_rkey = 0;
+  uint32_t mr_lkey = 0;
+  uint64_t addr = 0;
+  uint64_t length = 0;
+  uint32_t access = 0;
+};
+
 struct SendWr {
   uint64_t wr_id = 0;
   WrOpcode opcode = WrOpcode::kSend;
@@ -108,6 +121,7 @@ struct SendWr {
   uint32_t rkey = 0;
   uint64_t compare_add = 0;  // atomics
   uint64_t swap = 0;
+  MwBindInfo bind{};  // BIND_MW only
   // UD only.
   const AddressVector* ah = nullptr;
   uint32_t remote_qpn = 0;
@@ -141,7 +155,8 @@ struct Completion {
 // Registered memory of one protection domain. Implemented by the verbs layer; the transport calls
 // it for every local gather/scatter (lkey) and every remote access (rkey). A key is valid only if
 // it exists, belongs to this PD, is not invalidated or deregistered, covers [addr, addr+length),
-// and allows `access` (IBA 10.6.3, C10-17 .. C10-23).
+// and allows `access` (IBA 10.6.3, C10-17 .. C10-23); a type 2 memory window's R_Key also only
+// through the QP it is bound to (`qpn`, IBA 10.6.7.2.2).
 enum class KeyError : uint8_t { kNoSuchKey, kWrongPd, kOutOfBounds, kAccessDenied, kInvalidated };
 class MemoryAccess {
  public:
@@ -151,10 +166,13 @@ class MemoryAccess {
   virtual Result<uint8_t*, KeyError> local(uint32_t lkey, uint64_t addr, uint32_t length,
                                            uint32_t access) = 0;
   virtual Result<uint8_t*, KeyError> remote(uint32_t rkey, uint64_t addr, uint32_t length,
-                                            uint32_t access) = 0;
-  // SEND with Invalidate / local invalidate (IBA 10.6.7). Returns false if the key may not be
-  // invalidated (no such key, other PD, or an MR key that is not invalidatable).
-  virtual bool invalidate(uint32_t rkey) = 0;
+                                            uint32_t access, uint32_t qpn) = 0;
+  // SEND with Invalidate (`remote`) or LOCAL_INV on QP `qpn` (IBA 10.6.7.2.4). Returns false if
+  // the key may not be invalidated (no such key, other PD, not bound, a type 1 window or an MR,
+  // or, remotely, a type 2 window bound to another QP).
+  virtual bool invalidate(uint32_t rkey, uint32_t qpn, bool remote) = 0;
+  // BIND_MW posted on QP `qpn` (IBA 10.6.7.2): kSuccess, or kMwBindErr if any rule is broken.
+  virtual WcStatus bind_mw(const MwBindInfo& bind, uint32_t qpn) = 0;
 };
 
 // A completion queue as the transport sees it. push() returns false if the queue is full: the

@@ -183,7 +183,7 @@ struct DeviceAttr {
   uint32_t max_res_rd_atom = 16 * 1024;
   uint32_t max_qp_init_rd_atom = 16;
   AtomicCap atomic_cap = AtomicCap::kHca;
-  uint32_t max_mw = 0;
+  uint32_t max_mw = 4096;  // memory windows, type 1 and type 2 (bound to a QP, "2B")
   uint32_t max_ah = 4096;
   uint32_t max_srq = 256;
   uint32_t max_srq_wr = 4096;

@@ -37,7 +37,7 @@ Device::Device(link::Link& link, DeviceConfig config)
     : link_(link),
       config_(std::move(config)),
       gid_(link.local_gid()),
-      keys_(config_.attr.max_mr, config_.key_salt ? config_.key_salt : hash_gid(gid_)),
+      keys_(config_.attr.max_mr + config_.attr.max_mw, config_.key_salt ? config_.key_salt : hash_gid(gid_)),
       port_state_(static_cast<uint8_t>(config_.port.state)),
       next_qpn_(kFirstQpn) {
   if (config_.attr.node_guid == 0) config_.attr.node_guid = guid_from_gid(gid_);
@@ -70,10 +70,10 @@ Result<std::unique_ptr<Context>> Device::open() {
 }
 
 bool Device::acquire(Resource r) {
-  static_assert(kResourceCount == 6);
-  const uint32_t limits[kResourceCount] = {config_.attr.max_pd, config_.attr.max_cq,
-                                           config_.attr.max_qp, config_.attr.max_mr,
-                                           config_.attr.max_ah, config_.attr.max_srq};
+  static_assert(kResourceCount == 7);
+  const uint32_t limits[kResourceCount] = {
+      config_.attr.max_pd, config_.attr.max_cq,  config_.attr.max_qp, config_.attr.max_mr,
+      config_.attr.max_ah, config_.attr.max_srq, config_.attr.max_mw};
   uint32_t cur = in_use_[r].load();
   do {
     if (cur >= limits[r]) return false;

@@ -119,13 +119,14 @@ class Device {
   friend class Context;
   friend class ProtectionDomain;
   friend class MemoryRegion;
+  friend class MemoryWindow;
   friend class QueuePair;
   friend class CompletionQueue;
   friend class SharedReceiveQueue;
   friend class AddressHandle;
 
   // Resources with a DeviceAttr limit.
-  enum Resource { kPd, kCq, kQp, kMr, kAh, kSrq, kResourceCount };
+  enum Resource { kPd, kCq, kQp, kMr, kAh, kSrq, kMw, kResourceCount };
   bool acquire(Resource r);
   void release(Resource r);
 

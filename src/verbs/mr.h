@@ -7,6 +7,11 @@
 // not simply sequential. The table has a fixed number of slots (DeviceAttr::max_mr); slot 0 is
 // never used, so key 0 is never valid.
 //
+// Memory windows (IBA 10.6.7) take slots of the same table. A window has no L_Key; its R_Key is
+// valid only while it is bound, and only with the exact key the bind gave it (the low byte of a
+// type 2 window's key is the consumer's, ibv_inc_rkey). A window bound to an MR keeps the MR's
+// memory: ibv_dereg_mr says EBUSY while one is (MemoryRegion::windows_bound()).
+//
 // Deregistration is synchronous: once ~MemoryRegion returns, no access through its keys happens,
 // even one the progress engine had already validated (the device's quiesce barrier waits for the
 // progress pass and any post call in flight). The transport must not keep a pointer returned by
@@ -27,11 +32,16 @@ namespace uroce::verbs {
 class Context;
 class Device;
 class MemoryRegion;
+class MemoryWindow;
 class QueuePair;
 class AddressHandle;
 class SharedReceiveQueue;
 
 using transport::KeyError;
+using transport::MwBindInfo;
+using transport::WcStatus;
+
+enum class MwType : uint8_t { kType1 = 1, kType2 = 2 };  // ibv_mw_type's values
 
 class KeyTable {
  public:
@@ -46,19 +56,38 @@ class KeyTable {
 
   // Returns {lkey, rkey}, or ENOMEM when every slot is in use.
   Result<std::pair<uint32_t, uint32_t>> add(const Entry& e);
-  void remove(uint32_t lkey);
-  // Checks a key against a PD, range and access (IBA 10.6.3).
+  // A memory window of `pd`, unbound: its R_Key (which names it; not valid until a bind), or
+  // ENOMEM.
+  Result<uint32_t> add_window(const void* pd, MwType type);
+  // Frees an MR's slot (by its lkey) or a window's (by any R_Key it had). An MR's windows are
+  // unbound with it.
+  void remove(uint32_t key);
+  // Checks a key against a PD, range and access (IBA 10.6.3); a type 2 window's R_Key also
+  // against the QP it is bound to.
   Result<uint8_t*, KeyError> check(bool remote, uint32_t key, const void* pd, uint64_t addr,
-                                   uint32_t length, uint32_t access) const;
+                                   uint32_t length, uint32_t access, uint32_t qpn = 0) const;
+  // BIND_MW (IBA 10.6.7.2) by QP `qpn` of `pd`: kSuccess or kMwBindErr.
+  WcStatus bind(const void* pd, const MwBindInfo& b, uint32_t qpn);
+  // LOCAL_INV or SEND with Invalidate of a bound type 2 window (IBA 10.6.7.2.4).
+  bool invalidate(const void* pd, uint32_t rkey, uint32_t qpn, bool remote);
+  uint32_t windows_bound(uint32_t lkey) const;  // windows bound to the MR of `lkey`
   uint32_t in_use() const;
 
  private:
+  enum class Kind : uint8_t { kMr, kWindow1, kWindow2 };
   struct Slot {
-    Entry e;
+    Entry e;  // a window's: the bound range, its host address and rights
     uint8_t generation = 0;
     bool live = false;
+    Kind kind = Kind::kMr;
+    uint32_t window_rkey = 0;  // window: the R_Key it is bound with; 0 while unbound
+    uint32_t bound_qpn = 0;    // type 2 window: the QP it was bound through
+    uint32_t bound_mr = 0;     // window: the MR's slot
+    uint32_t windows = 0;      // MR: windows bound to it
   };
   uint8_t tag(uint8_t generation, bool remote) const;
+  Result<uint32_t> take_slot();  // a free slot's index, made live with a new generation
+  void unbind(Slot& window);
   mutable std::mutex mu_;
   std::vector<Slot> slots_;
   uint32_t next_ = 1;
@@ -90,8 +119,8 @@ class ProtectionDomain : public transport::MemoryAccess {
   Result<std::unique_ptr<QueuePair>> create_qp(const QpInitAttr& attr);
   Result<std::unique_ptr<AddressHandle>> create_ah(const AhAttr& attr);
   Result<std::unique_ptr<SharedReceiveQueue>> create_srq(const SrqAttr& attr);
-  // Memory windows are not implemented: EOPNOTSUPP (DeviceAttr::max_mw is 0).
-  int alloc_mw() { return EOPNOTSUPP; }
+  // ibv_alloc_mw: EINVAL for an unknown type, ENOMEM past DeviceAttr::max_mw.
+  Result<std::unique_ptr<MemoryWindow>> alloc_mw(MwType type);
 
   // Objects created in this PD and not yet destroyed (ibv_dealloc_pd says EBUSY while > 0).
   uint32_t users() const;
@@ -100,14 +129,16 @@ class ProtectionDomain : public transport::MemoryAccess {
   Result<uint8_t*, KeyError> local(uint32_t lkey, uint64_t addr, uint32_t length,
                                    uint32_t access) override;
   Result<uint8_t*, KeyError> remote(uint32_t rkey, uint64_t addr, uint32_t length,
-                                    uint32_t access) override;
-  // MR keys are not invalidatable (only memory windows and fast-register MRs are, IBA 10.6.7),
-  // and uroce has neither, so this always refuses.
-  bool invalidate(uint32_t rkey) override;
+                                    uint32_t access, uint32_t qpn) override;
+  // Only bound type 2 windows are invalidatable: MR keys are not (uroce has no fast-register
+  // MRs), nor are type 1 windows (IBA 10.6.7).
+  bool invalidate(uint32_t rkey, uint32_t qpn, bool remote) override;
+  WcStatus bind_mw(const MwBindInfo& bind, uint32_t qpn) override;
 
  private:
   friend class Context;
   friend class MemoryRegion;
+  friend class MemoryWindow;
   friend class QueuePair;
   friend class AddressHandle;
   friend class SharedReceiveQueue;
@@ -130,6 +161,9 @@ class MemoryRegion {
   uint64_t iova() const { return iova_; }
   uint32_t access() const { return access_; }
   ProtectionDomain& pd() { return pd_; }
+  // Windows bound to this MR now: ibv_dereg_mr refuses (EBUSY) while there are any; destroying
+  // it anyway (the C++ API) unbinds them.
+  uint32_t windows_bound() const;
 
  private:
   friend class ProtectionDomain;
@@ -143,10 +177,36 @@ class MemoryRegion {
   uint32_t lkey_, rkey_;
 };
 
-// Access bits reg_mr accepts (ibv_access_flags up to MW_BIND; MW_BIND is accepted and has no
-// effect, since there are no memory windows to bind).
+// A memory window (ibv_mw): allocated unbound; BIND_MW work requests (ibv_post_send, or
+// ibv_bind_mw for type 1) bind it, LOCAL_INV or a peer's SEND with Invalidate unbind a type 2
+// window. Destroying it deallocates it, bound or not (synchronously, as ~MemoryRegion).
+class MemoryWindow {
+ public:
+  ~MemoryWindow();
+  MemoryWindow(const MemoryWindow&) = delete;
+  MemoryWindow& operator=(const MemoryWindow&) = delete;
+
+  uint32_t rkey() const { return rkey_; }  // as allocated: its index for every later key
+  MwType type() const { return type_; }
+  ProtectionDomain& pd() { return pd_; }
+
+ private:
+  friend class ProtectionDomain;
+  MemoryWindow(ProtectionDomain& pd, MwType type, uint32_t rkey)
+      : pd_(pd), type_(type), rkey_(rkey) {}
+  ProtectionDomain& pd_;
+  MwType type_;
+  uint32_t rkey_;
+};
+
+// Access bits reg_mr accepts (ibv_access_flags up to MW_BIND).
 inline constexpr uint32_t kMrAccessMask =
     transport::kAccessLocalWrite | transport::kAccessRemoteWrite | transport::kAccessRemoteRead |
     transport::kAccessRemoteAtomic | transport::kAccessMwBind;
+// Rights a window may grant (ibv_mw_bind_info::mw_access_flags; zero-based windows are not
+// offered).
+inline constexpr uint32_t kMwAccessMask = transport::kAccessRemoteWrite |
+                                          transport::kAccessRemoteRead |
+                                          transport::kAccessRemoteAtomic;
 
 }  // namespace uroce::verbs

@@ -44,11 +44,12 @@ class FakeMemory : public MemoryAccess {
     return lookup(lkey, addr, length, access);
   }
   Result<uint8_t*, KeyError> remote(uint32_t rkey, uint64_t addr, uint32_t length,
-                                    uint32_t access) override {
+                                    uint32_t access, uint32_t qpn) override {
     ++remote_calls;
+    last_remote_qpn = qpn;
     return lookup(rkey, addr, length, access);
   }
-  bool invalidate(uint32_t rkey) override {
+  bool invalidate(uint32_t rkey, uint32_t, bool) override {
     for (auto& r : regions_)
       if (r->key == rkey && r->valid && r->invalidatable) {
         r->valid = false;
@@ -57,6 +58,14 @@ class FakeMemory : public MemoryAccess {
       }
     return false;
   }
+  // Records each bind; the window rules are the verbs layer's (tests/unit/verbs_mw_test.cpp).
+  WcStatus bind_mw(const MwBindInfo& b, uint32_t qpn) override {
+    binds.push_back({b, qpn});
+    return bind_status;
+  }
+  std::vector<std::pair<MwBindInfo, uint32_t>> binds;
+  WcStatus bind_status = WcStatus::kSuccess;
+  uint32_t last_remote_qpn = 0;
 
   std::vector<uint32_t> invalidated;
   int local_calls = 0, remote_calls = 0;

@@ -210,6 +210,75 @@ TEST_F(VerbsLoopback, DeregisteredRemoteMemoryIsNeverWritten) {
   EXPECT_EQ(b.mem, keep);
 }
 
+TEST_F(VerbsLoopback, APeerWritesThroughABoundWindowAndItsSendWithInvalidateClosesIt) {
+  // b binds a type 2 window over 256 bytes of a second MR and hands a the key (as an
+  // application would, in a message); a writes into it, then invalidates it with its SEND.
+  std::vector<uint8_t> region(4096, 0);
+  auto mr = std::move(b.pd->reg_mr(region.data(), region.size(),
+                                   transport::kAccessLocalWrite | transport::kAccessMwBind)
+                          .value());
+  auto mw = std::move(b.pd->alloc_mw(MwType::kType2).value());
+  const uint32_t key = (mw->rkey() & 0xffffff00) | ((mw->rkey() + 1) & 0xff);
+  const uint64_t base = reinterpret_cast<uint64_t>(region.data());
+  transport::SendWr bind;
+  bind.wr_id = 50;
+  bind.opcode = WrOpcode::kBindMw;
+  bind.flags = transport::kSendSignaled;
+  bind.bind = {mw->rkey(), key, mr->lkey(), base + 1024, 256, transport::kAccessRemoteWrite};
+  ASSERT_EQ(b.qp->post_send(bind), 0);
+  auto bound = run_until(b, 1);
+  ASSERT_EQ(bound.size(), 1u);
+  EXPECT_EQ(bound[0].opcode, transport::WcOpcode::kBindMw);
+  EXPECT_EQ(bound[0].status, WcStatus::kSuccess);
+
+  std::iota(a.mem.begin(), a.mem.begin() + 256, 1);
+  Sge sge{a.addr(0), 256, a.mr->lkey()};
+  transport::SendWr write;
+  write.wr_id = 1;
+  write.opcode = WrOpcode::kRdmaWrite;
+  write.flags = transport::kSendSignaled;
+  write.sg_list = {&sge, 1};
+  write.remote_addr = base + 1024;
+  write.rkey = key;
+  ASSERT_EQ(a.qp->post_send(write), 0);
+  auto wrote = run_until(a, 1);
+  ASSERT_EQ(wrote.size(), 1u);
+  EXPECT_EQ(wrote[0].status, WcStatus::kSuccess);
+  EXPECT_TRUE(std::equal(a.mem.begin(), a.mem.begin() + 256, region.begin() + 1024));
+  EXPECT_EQ(mr->windows_bound(), 1u);
+
+  Sge rsge{b.addr(0), 64, b.mr->lkey()};
+  transport::RecvWr r;
+  r.wr_id = 60;
+  r.sg_list = {&rsge, 1};
+  ASSERT_EQ(b.qp->post_recv(r), 0);
+  Sge ssge{a.addr(0), 8, a.mr->lkey()};
+  transport::SendWr send;
+  send.wr_id = 2;
+  send.opcode = WrOpcode::kSendWithInvalidate;
+  send.flags = transport::kSendSignaled;
+  send.sg_list = {&ssge, 1};
+  send.invalidate_rkey = key;
+  ASSERT_EQ(a.qp->post_send(send), 0);
+  auto recv = run_until(b, 1);
+  ASSERT_EQ(recv.size(), 1u);
+  EXPECT_EQ(recv[0].status, WcStatus::kSuccess);
+  EXPECT_EQ(recv[0].wc_flags & transport::kWcWithInvalidate, transport::kWcWithInvalidate);
+  EXPECT_EQ(recv[0].imm_or_invalidated_rkey, key);
+  EXPECT_EQ(mr->windows_bound(), 0u);
+  ASSERT_EQ(run_until(a, 1).size(), 1u);
+
+  // The key is dead now: the same WRITE is a remote access error and writes nothing.
+  std::fill(region.begin(), region.end(), 0);
+  write.wr_id = 3;
+  ASSERT_EQ(a.qp->post_send(write), 0);
+  auto refused = run_until(a, 1);
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0].status, WcStatus::kRemAccessErr);
+  EXPECT_TRUE(std::all_of(region.begin(), region.end(), [](uint8_t x) { return x == 0; }));
+  b.qp.reset();  // before the window and MR it may still name
+}
+
 TEST_F(VerbsLoopback, ErrFlushesOutstandingWorkInPostingOrder) {
   // Nobody runs progress: every request stays outstanding until the QP moves to ERR.
   Sge sge{a.addr(0), 16, a.mr->lkey()};

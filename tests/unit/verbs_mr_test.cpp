@@ -73,11 +73,11 @@ TEST(VerbsMr, LocalAndRemoteChecksPassForAGoodKeyAndTranslateIova) {
   auto p = w.pd->local(mr->lkey(), iova + 100, 200, kAccessLocalWrite);
   ASSERT_TRUE(p.ok());
   EXPECT_EQ(*p, buf.data() + 100);
-  auto r = w.pd->remote(mr->rkey(), iova + 4000, 96, kAccessRemoteWrite);
+  auto r = w.pd->remote(mr->rkey(), iova + 4000, 96, kAccessRemoteWrite, 0);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(*r, buf.data() + 4000);
   // The whole region, exactly.
-  EXPECT_TRUE(w.pd->remote(mr->rkey(), iova, 4096, kAccessRemoteRead).ok());
+  EXPECT_TRUE(w.pd->remote(mr->rkey(), iova, 4096, kAccessRemoteRead, 0).ok());
   // ibv_reg_mr without iova: addresses are host addresses.
   auto mr2 = std::move(w.pd->reg_mr(buf.data(), buf.size(), kAll).value());
   auto h = w.pd->local(mr2->lkey(), reinterpret_cast<uint64_t>(buf.data()) + 8, 8, 0);
@@ -89,10 +89,10 @@ TEST(VerbsMr, KeyUsedTheWrongWayIsNoSuchKey) {
   FakeWorld w;
   std::vector<uint8_t> buf(64);
   auto mr = std::move(w.pd->reg_mr(buf.data(), 64, 0, kAll).value());
-  EXPECT_EQ(w.pd->remote(mr->lkey(), 0, 8, kAccessRemoteRead).error(), KeyError::kNoSuchKey);
+  EXPECT_EQ(w.pd->remote(mr->lkey(), 0, 8, kAccessRemoteRead, 0).error(), KeyError::kNoSuchKey);
   EXPECT_EQ(w.pd->local(mr->rkey(), 0, 8, 0).error(), KeyError::kNoSuchKey);
   EXPECT_EQ(w.pd->local(0, 0, 8, 0).error(), KeyError::kNoSuchKey);
-  EXPECT_EQ(w.pd->remote(0xffffffff, 0, 8, kAccessRemoteRead).error(), KeyError::kNoSuchKey);
+  EXPECT_EQ(w.pd->remote(0xffffffff, 0, 8, kAccessRemoteRead, 0).error(), KeyError::kNoSuchKey);
   EXPECT_EQ(w.pd->local(mr->lkey() ^ 0x80, 0, 8, 0).error(), KeyError::kNoSuchKey);
 }
 
@@ -102,7 +102,7 @@ TEST(VerbsMr, KeyOfAnotherPdIsWrongPd) {
   std::vector<uint8_t> buf(64);
   auto mr = std::move(pd2->reg_mr(buf.data(), 64, 0, kAll).value());
   EXPECT_EQ(w.pd->local(mr->lkey(), 0, 8, 0).error(), KeyError::kWrongPd);
-  EXPECT_EQ(w.pd->remote(mr->rkey(), 0, 8, kAccessRemoteRead).error(), KeyError::kWrongPd);
+  EXPECT_EQ(w.pd->remote(mr->rkey(), 0, 8, kAccessRemoteRead, 0).error(), KeyError::kWrongPd);
   EXPECT_TRUE(pd2->local(mr->lkey(), 0, 8, 0).ok());
   EXPECT_EQ(pd2->users(), 1u);
   mr.reset();
@@ -116,7 +116,7 @@ TEST(VerbsMr, RangesOutsideTheRegionAreOutOfBounds) {
   auto mr = std::move(w.pd->reg_mr(buf.data(), 4096, iova, kAll).value());
   auto oob = [&](uint64_t addr, uint32_t len) {
     auto l = w.pd->local(mr->lkey(), addr, len, 0);
-    auto r = w.pd->remote(mr->rkey(), addr, len, kAccessRemoteRead);
+    auto r = w.pd->remote(mr->rkey(), addr, len, kAccessRemoteRead, 0);
     return !l.ok() && l.error() == KeyError::kOutOfBounds && !r.ok() &&
            r.error() == KeyError::kOutOfBounds;
   };
@@ -133,22 +133,22 @@ TEST(VerbsMr, AccessNotGrantedIsAccessDenied) {
   FakeWorld w;
   std::vector<uint8_t> buf(64);
   auto ro = std::move(w.pd->reg_mr(buf.data(), 64, 0, kAccessRemoteRead).value());
-  EXPECT_EQ(w.pd->remote(ro->rkey(), 0, 8, kAccessRemoteWrite).error(), KeyError::kAccessDenied);
-  EXPECT_EQ(w.pd->remote(ro->rkey(), 0, 8, kAccessRemoteAtomic).error(), KeyError::kAccessDenied);
-  EXPECT_TRUE(w.pd->remote(ro->rkey(), 0, 8, kAccessRemoteRead).ok());
+  EXPECT_EQ(w.pd->remote(ro->rkey(), 0, 8, kAccessRemoteWrite, 0).error(), KeyError::kAccessDenied);
+  EXPECT_EQ(w.pd->remote(ro->rkey(), 0, 8, kAccessRemoteAtomic, 0).error(), KeyError::kAccessDenied);
+  EXPECT_TRUE(w.pd->remote(ro->rkey(), 0, 8, kAccessRemoteRead, 0).ok());
   // Without LOCAL_WRITE the region can be gathered from, not scattered into.
   EXPECT_EQ(w.pd->local(ro->lkey(), 0, 8, kAccessLocalWrite).error(), KeyError::kAccessDenied);
   EXPECT_TRUE(w.pd->local(ro->lkey(), 0, 8, 0).ok());
   auto wo =
       std::move(w.pd->reg_mr(buf.data(), 64, 0, kAccessLocalWrite | kAccessRemoteWrite).value());
-  EXPECT_EQ(w.pd->remote(wo->rkey(), 0, 8, kAccessRemoteRead).error(), KeyError::kAccessDenied);
-  EXPECT_TRUE(w.pd->remote(wo->rkey(), 0, 8, kAccessRemoteWrite).ok());
+  EXPECT_EQ(w.pd->remote(wo->rkey(), 0, 8, kAccessRemoteRead, 0).error(), KeyError::kAccessDenied);
+  EXPECT_TRUE(w.pd->remote(wo->rkey(), 0, 8, kAccessRemoteWrite, 0).ok());
 }
 
 TEST(VerbsMr, ZeroLengthAccessIsAlwaysValid) {
   FakeWorld w;
   EXPECT_TRUE(w.pd->local(0x12345, 0, 0, kAccessLocalWrite).ok());
-  EXPECT_TRUE(w.pd->remote(0x12345, 0, 0, kAccessRemoteWrite).ok());
+  EXPECT_TRUE(w.pd->remote(0x12345, 0, 0, kAccessRemoteWrite, 0).ok());
 }
 
 TEST(VerbsMr, DeregistrationKillsBothKeysAtOnceAndReuseGetsNewKeys) {
@@ -158,7 +158,7 @@ TEST(VerbsMr, DeregistrationKillsBothKeysAtOnceAndReuseGetsNewKeys) {
   uint32_t lkey = mr->lkey(), rkey = mr->rkey();
   mr.reset();
   EXPECT_EQ(w.pd->local(lkey, 0, 8, 0).error(), KeyError::kNoSuchKey);
-  EXPECT_EQ(w.pd->remote(rkey, 0, 8, kAccessRemoteRead).error(), KeyError::kNoSuchKey);
+  EXPECT_EQ(w.pd->remote(rkey, 0, 8, kAccessRemoteRead, 0).error(), KeyError::kNoSuchKey);
   // Cycle through every slot of a small table: the old keys stay dead while slots are reused.
   DeviceConfig cfg;
   cfg.attr.max_mr = 4;
@@ -171,7 +171,7 @@ TEST(VerbsMr, DeregistrationKillsBothKeysAtOnceAndReuseGetsNewKeys) {
     EXPECT_NE(m->lkey(), old_l);
     EXPECT_NE(m->rkey(), old_r);
     EXPECT_EQ(small.pd->local(old_l, 0, 8, 0).error(), KeyError::kNoSuchKey);
-    EXPECT_EQ(small.pd->remote(old_r, 0, 8, kAccessRemoteRead).error(), KeyError::kNoSuchKey);
+    EXPECT_EQ(small.pd->remote(old_r, 0, 8, kAccessRemoteRead, 0).error(), KeyError::kNoSuchKey);
   }
 }
 
@@ -201,7 +201,7 @@ TEST(VerbsMr, DeregistrationWaitsOutAProgressPassUsingTheMemory) {
   std::atomic<int> writes{0}, violations{0}, refused{0};
   fake.set_state(QpState::kInit);  // any state but RESET lets transmit() run
   fake.on_transmit = [&](Nanos) {
-    auto p = fake.memory().remote(rkey, 0, 256, kAccessRemoteWrite);
+    auto p = fake.memory().remote(rkey, 0, 256, kAccessRemoteWrite, 0);
     if (!p.ok()) {
       ++refused;
       return;
