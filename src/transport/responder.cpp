@@ -484,7 +484,8 @@ void Responder::on_duplicate(const wire::TransportHeaders& h) {
       // No resource: older than the last max_dest_rd_atomic READ/atomics, so the requester (which
       // keeps at most that many outstanding) already has its data; or not a READ we answered.
       if (r == nullptr || !remote_ok(kAccessRemoteRead) ||
-          (len > 0 && !ctx_.memory.remote(h.reth.rkey, h.reth.va, len, kAccessRemoteRead, ctx_.qpn).ok())) {
+          (len > 0 &&
+           !ctx_.memory.remote(h.reth.rkey, h.reth.va, len, kAccessRemoteRead, ctx_.qpn).ok())) {
         ++ctx_.counters.rx_dropped;
         return;
       }

@@ -113,9 +113,9 @@ struct MwBindInfo {
 struct SendWr {
   uint64_t wr_id = 0;
   WrOpcode opcode = WrOpcode::kSend;
-  uint32_t flags = 0;  // SendFlags
+  uint32_t flags = 0;            // SendFlags
   std::span<const Sge> sg_list;  // read only during post_send
-  uint32_t imm = 0;       // immediate data, wire value (ibv's __be32 converted to host order)
+  uint32_t imm = 0;  // immediate data, wire value (ibv's __be32 converted to host order)
   uint32_t invalidate_rkey = 0;
   uint64_t remote_addr = 0;  // RDMA and atomics
   uint32_t rkey = 0;

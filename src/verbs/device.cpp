@@ -37,7 +37,8 @@ Device::Device(link::Link& link, DeviceConfig config)
     : link_(link),
       config_(std::move(config)),
       gid_(link.local_gid()),
-      keys_(config_.attr.max_mr + config_.attr.max_mw, config_.key_salt ? config_.key_salt : hash_gid(gid_)),
+      keys_(config_.attr.max_mr + config_.attr.max_mw,
+            config_.key_salt ? config_.key_salt : hash_gid(gid_)),
       port_state_(static_cast<uint8_t>(config_.port.state)),
       next_qpn_(kFirstQpn) {
   if (config_.attr.node_guid == 0) config_.attr.node_guid = guid_from_gid(gid_);

@@ -128,8 +128,8 @@ class ProtectionDomain : public transport::MemoryAccess {
   // transport::MemoryAccess
   Result<uint8_t*, KeyError> local(uint32_t lkey, uint64_t addr, uint32_t length,
                                    uint32_t access) override;
-  Result<uint8_t*, KeyError> remote(uint32_t rkey, uint64_t addr, uint32_t length,
-                                    uint32_t access, uint32_t qpn) override;
+  Result<uint8_t*, KeyError> remote(uint32_t rkey, uint64_t addr, uint32_t length, uint32_t access,
+                                    uint32_t qpn) override;
   // Only bound type 2 windows are invalidatable: MR keys are not (uroce has no fast-register
   // MRs), nor are type 1 windows (IBA 10.6.7).
   bool invalidate(uint32_t rkey, uint32_t qpn, bool remote) override;
@@ -205,8 +205,7 @@ inline constexpr uint32_t kMrAccessMask =
     transport::kAccessRemoteAtomic | transport::kAccessMwBind;
 // Rights a window may grant (ibv_mw_bind_info::mw_access_flags; zero-based windows are not
 // offered).
-inline constexpr uint32_t kMwAccessMask = transport::kAccessRemoteWrite |
-                                          transport::kAccessRemoteRead |
-                                          transport::kAccessRemoteAtomic;
+inline constexpr uint32_t kMwAccessMask =
+    transport::kAccessRemoteWrite | transport::kAccessRemoteRead | transport::kAccessRemoteAtomic;
 
 }  // namespace uroce::verbs
