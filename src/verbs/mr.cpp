@@ -93,7 +93,7 @@ uint32_t KeyTable::windows_bound(uint32_t lkey) const {
 WcStatus KeyTable::bind(const void* pd, const MwBindInfo& b, uint32_t qpn) {
   std::lock_guard lock(mu_);
   const uint32_t i = b.mw_rkey >> 8, m = b.mr_lkey >> 8;
-  if (i == 0 || i >= slots_.size() || m == 0 || m >= slots_.size()) return WcStatus::kMwBindErr;
+  if (i == 0 || i >= slots_.size()) return WcStatus::kMwBindErr;
   Slot& w = slots_[i];
   // The window: live, of this QP's PD, keeping its index (IBA 10.6.7.2.1).
   if (!w.live || w.kind == Kind::kMr || w.e.pd != pd || (b.new_rkey >> 8) != i)
@@ -107,6 +107,7 @@ WcStatus KeyTable::bind(const void* pd, const MwBindInfo& b, uint32_t qpn) {
   }
   // The MR: of this PD, allowing binds, covering the range, and locally writable if the window
   // lets peers write (C10-73 in spirit: a window grants no more than its MR could).
+  if (m == 0 || m >= slots_.size()) return WcStatus::kMwBindErr;
   const Slot& mr = slots_[m];
   if (!mr.live || mr.kind != Kind::kMr || (b.mr_lkey & 0xff) != tag(mr.generation, false) ||
       mr.e.pd != pd || !(mr.e.access & transport::kAccessMwBind))

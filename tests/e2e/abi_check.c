@@ -277,6 +277,96 @@ static int wait_one(struct end* e, struct ibv_wc* wc) {
   return 0;
 }
 
+/* Memory windows between connected ends: b binds a type 2 window on its QP, a writes through it
+ * and closes it with SEND with Invalidate; a type 1 window through ibv_bind_mw serves a READ. */
+static void check_memory_windows(struct end* a, struct end* b) {
+  struct ibv_device_attr attr;
+  CHECK(ibv_query_device(b->ctx, &attr) == 0);
+  CHECK(attr.max_mw > 0);
+  CHECK(attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW);
+  CHECK(attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B);
+  char* region = b->buf + 6144;
+  struct ibv_mr* mr = ibv_reg_mr(b->pd, region, 1024, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
+  struct ibv_mw* mw = ibv_alloc_mw(b->pd, IBV_MW_TYPE_2);
+  CHECK(mr != NULL && mw != NULL);
+  if (!mr || !mw) return;
+  CHECK(mw->type == IBV_MW_TYPE_2 && mw->pd == b->pd);
+  const uint32_t key = ibv_inc_rkey(mw->rkey);
+  struct ibv_send_wr bind = {
+      .wr_id = 30, .opcode = IBV_WR_BIND_MW, .send_flags = IBV_SEND_SIGNALED};
+  bind.bind_mw.mw = mw;
+  bind.bind_mw.rkey = key;
+  bind.bind_mw.bind_info = (struct ibv_mw_bind_info){.mr = mr,
+                                                     .addr = (uintptr_t)region + 256,
+                                                     .length = 512,
+                                                     .mw_access_flags = IBV_ACCESS_REMOTE_WRITE};
+  struct ibv_send_wr* bad = NULL;
+  CHECK(ibv_post_send(b->qp, &bind, &bad) == 0);
+  struct ibv_wc wc;
+  CHECK(wait_one(b, &wc) == 1);
+  CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW && wc.wr_id == 30);
+  CHECK(ibv_dereg_mr(mr) == EBUSY); /* a window is bound to it */
+
+  for (int i = 0; i < 512; ++i) a->buf[i] = (char)(i * 13 + 5);
+  struct ibv_sge sge = {.addr = (uintptr_t)a->buf, .length = 512, .lkey = a->mr->lkey};
+  struct ibv_send_wr wr = {.wr_id = 31,
+                           .sg_list = &sge,
+                           .num_sge = 1,
+                           .opcode = IBV_WR_RDMA_WRITE,
+                           .send_flags = IBV_SEND_SIGNALED};
+  wr.wr.rdma.remote_addr = (uintptr_t)region + 256;
+  wr.wr.rdma.rkey = key;
+  CHECK(ibv_post_send(a->qp, &wr, &bad) == 0);
+  CHECK(wait_one(a, &wc) == 1);
+  CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 31);
+  CHECK(memcmp(a->buf, region + 256, 512) == 0);
+
+  struct ibv_sge rsge = {.addr = (uintptr_t)b->buf, .length = 64, .lkey = b->mr->lkey};
+  struct ibv_recv_wr rwr = {.wr_id = 32, .sg_list = &rsge, .num_sge = 1};
+  struct ibv_recv_wr* rbad = NULL;
+  CHECK(ibv_post_recv(b->qp, &rwr, &rbad) == 0);
+  sge.length = 8;
+  wr.wr_id = 33;
+  wr.opcode = IBV_WR_SEND_WITH_INV;
+  wr.invalidate_rkey = key;
+  CHECK(ibv_post_send(a->qp, &wr, &bad) == 0);
+  CHECK(wait_one(b, &wc) == 1);
+  CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 32 && (wc.wc_flags & IBV_WC_WITH_INV));
+  CHECK(wc.invalidated_rkey == key);
+  CHECK(wait_one(a, &wc) == 1);
+  CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 33);
+
+  /* Type 1: ibv_bind_mw posts the bind and gives the window its next key. */
+  struct ibv_mw* mw1 = ibv_alloc_mw(b->pd, IBV_MW_TYPE_1);
+  CHECK(mw1 != NULL);
+  if (mw1) {
+    const uint32_t before = mw1->rkey;
+    struct ibv_mw_bind mb = {.wr_id = 34,
+                             .send_flags = IBV_SEND_SIGNALED,
+                             .bind_info = {.mr = mr,
+                                           .addr = (uintptr_t)region,
+                                           .length = 1024,
+                                           .mw_access_flags = IBV_ACCESS_REMOTE_READ}};
+    CHECK(ibv_bind_mw(b->qp, mw1, &mb) == 0);
+    CHECK(mw1->rkey == ibv_inc_rkey(before));
+    CHECK(wait_one(b, &wc) == 1);
+    CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_BIND_MW && wc.wr_id == 34);
+    CHECK(ibv_bind_mw(b->qp, mw, &mb) == EINVAL); /* type 2 binds through ibv_post_send */
+    sge.length = 1024;
+    wr.wr_id = 35;
+    wr.opcode = IBV_WR_RDMA_READ;
+    wr.wr.rdma.remote_addr = (uintptr_t)region;
+    wr.wr.rdma.rkey = mw1->rkey;
+    CHECK(ibv_post_send(a->qp, &wr, &bad) == 0);
+    CHECK(wait_one(a, &wc) == 1);
+    CHECK(wc.status == IBV_WC_SUCCESS && wc.wr_id == 35);
+    CHECK(memcmp(a->buf, region, 1024) == 0);
+    CHECK(ibv_dealloc_mw(mw1) == 0);
+  }
+  CHECK(ibv_dealloc_mw(mw) == 0);
+  CHECK(ibv_dereg_mr(mr) == 0);
+}
+
 static void check_data_path(void) {
   struct end a, b;
   if (setup_end(&a, "uroce0") || setup_end(&b, "uroce7")) return;
@@ -330,6 +420,8 @@ static void check_data_path(void) {
   CHECK(memcmp(a.buf, b.buf + 4096, 100) == 0);
   CHECK(wait_one(&a, &wc) == 1);
   CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_SEND && wc.wr_id == 2);
+
+  check_memory_windows(&a, &b);
 
   /* A bad work request is refused with *bad_wr pointing at it. */
   wr.num_sge = 99;

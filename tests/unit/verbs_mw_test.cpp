@@ -149,7 +149,9 @@ TEST_F(Windows, AType1WindowIsThePdsRebindsInPlaceAndUnbindsWithLengthZero) {
   EXPECT_EQ(mr->windows_bound(), 1u);
   EXPECT_EQ(w.pd->remote(k1, 0x10040, 8, kAccessRemoteRead, kQp).error(), KeyError::kNoSuchKey);
   EXPECT_TRUE(w.pd->remote(k2, 0x10040, 8, kAccessRemoteRead, kQp).ok());
-  ASSERT_EQ(w.pd->bind_mw(bind_of(*mw, next_key(k2), 0, 0, 0), kQp), WcStatus::kSuccess);
+  // Unbind: no MR (ibv_bind_mw with a null mr and length 0).
+  ASSERT_EQ(w.pd->bind_mw(MwBindInfo{mw->rkey(), next_key(k2), 0, 0, 0, 0}, kQp),
+            WcStatus::kSuccess);
   EXPECT_EQ(mr->windows_bound(), 0u);
   EXPECT_EQ(w.pd->remote(k2, 0x10040, 8, kAccessRemoteRead, kQp).error(), KeyError::kNoSuchKey);
 }

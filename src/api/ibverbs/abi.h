@@ -28,6 +28,7 @@ struct Limits {
   static constexpr int kMaxCq = 1024;
   static constexpr int kMaxCqe = 65536;
   static constexpr int kMaxMr = 4096;
+  static constexpr int kMaxMw = 4096;
   static constexpr int kMaxPd = 1024;
   static constexpr int kMaxRdAtom = 16;
   static constexpr int kMaxSrq = 1024;

@@ -121,6 +121,11 @@ void ContextState::destroy_all() {
       case Kind::kSrq:
         ibv_destroy_srq(&static_cast<Srq*>(abi)->srq);
         break;
+      case Kind::kMw: {
+        ibv_mw* mw = &static_cast<Mw*>(abi)->mw;
+        mw->context->ops.dealloc_mw(mw);
+        break;
+      }
       case Kind::kMr:
         ibv_dereg_mr(&static_cast<Mr*>(abi)->mr);
         break;

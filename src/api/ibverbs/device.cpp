@@ -37,11 +37,16 @@ constexpr const char* kSysfsPrefix = "/uroce/class/infiniband/";
 // The port's active MTU: what the interface serving the device's address can carry.
 ibv_mtu mtu_for(const DeviceConfig& cfg) {
   switch (link::roce_mtu_for(cfg.gid)) {
-    case 4096: return IBV_MTU_4096;
-    case 2048: return IBV_MTU_2048;
-    case 1024: return IBV_MTU_1024;
-    case 512: return IBV_MTU_512;
-    default: return IBV_MTU_256;
+    case 4096:
+      return IBV_MTU_4096;
+    case 2048:
+      return IBV_MTU_2048;
+    case 1024:
+      return IBV_MTU_1024;
+    case 512:
+      return IBV_MTU_512;
+    default:
+      return IBV_MTU_256;
   }
 }
 
@@ -126,13 +131,16 @@ void fill_device_attr(const Device& d, ibv_device_attr* a) {
   a->hw_ver = 0;
   a->max_qp = Limits::kMaxQp;
   a->max_qp_wr = Limits::kMaxQpWr;
+  // Memory windows: type 1 and type 2 bound to a QP ("2B", IBA 10.6.7.2.2).
   a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID |
-                        IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_CURR_QP_STATE_MOD;
+                        IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_CURR_QP_STATE_MOD |
+                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
   a->max_sge = Limits::kMaxSge;
   a->max_sge_rd = Limits::kMaxSge;
   a->max_cq = Limits::kMaxCq;
   a->max_cqe = Limits::kMaxCqe;
   a->max_mr = Limits::kMaxMr;
+  a->max_mw = Limits::kMaxMw;
   a->max_pd = Limits::kMaxPd;
   a->max_qp_rd_atom = Limits::kMaxRdAtom;
   a->max_res_rd_atom = Limits::kMaxRdAtom * Limits::kMaxQp;

@@ -287,6 +287,14 @@ int convert_send_wr(const ibv_send_wr& wr, t::Sge* sges, t::SendWr* out) {
     case IBV_WR_LOCAL_INV:
       w.invalidate_rkey = wr.invalidate_rkey;
       break;
+    case IBV_WR_BIND_MW: {
+      if (!wr.bind_mw.mw) return EINVAL;
+      const ibv_mw_bind_info& b = wr.bind_mw.bind_info;
+      // No MR is an unbind (length 0); the window names itself by its current key's index.
+      w.bind = {wr.bind_mw.mw->rkey, wr.bind_mw.rkey, b.mr ? b.mr->lkey : 0u, b.addr, b.length,
+                b.mw_access_flags};
+      break;
+    }
     default:
       break;
   }
@@ -540,8 +548,62 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
 
 }  // namespace
 
+namespace {
+
+// ---- MW ----------------------------------------------------------------------------------------
+// Reached through ibv_context_ops: ibv_alloc_mw, ibv_dealloc_mw and ibv_bind_mw are inline in
+// verbs.h (ibv_bind_mw has checked the type and the MR's PD already).
+
+ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type) {
+  if (!pd) return fail<ibv_mw>(EINVAL);
+  if (int err = usable(pd->context)) return fail<ibv_mw>(err);
+  auto impl = from(pd)->impl->alloc_mw(static_cast<verbs::MwType>(type));
+  if (!impl.ok()) return fail<ibv_mw>(impl.error());
+  auto* m = new (std::nothrow) Mw{};
+  if (!m) return fail<ibv_mw>(ENOMEM);
+  m->impl = impl->release();
+  m->mw.context = pd->context;
+  m->mw.pd = pd;
+  m->mw.rkey = m->impl->rkey();
+  m->mw.handle = m->impl->rkey();
+  m->mw.type = type;
+  state_of(pd->context)->add(m->impl, m, ContextState::Kind::kMw);
+  return &m->mw;
+}
+
+int dealloc_mw(ibv_mw* mw) {
+  if (!mw) return EINVAL;
+  Mw* m = from(mw);
+  state_of(mw->context)->remove(m->impl);
+  delete m->impl;  // synchronous, as ibv_dereg_mr
+  delete m;
+  return 0;
+}
+
+// Type 1: a BIND_MW work request on `qp` with the next key (ibv_inc_rkey), which mw->rkey takes
+// once it is posted, as the providers do.
+int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* mw_bind) {
+  if (!qp || !mw || !mw_bind) return EINVAL;
+  ibv_send_wr wr{};
+  wr.wr_id = mw_bind->wr_id;
+  wr.opcode = IBV_WR_BIND_MW;
+  wr.send_flags = mw_bind->send_flags;
+  wr.bind_mw.mw = mw;
+  wr.bind_mw.rkey = ibv_inc_rkey(mw->rkey);
+  wr.bind_mw.bind_info = mw_bind->bind_info;
+  ibv_send_wr* bad = nullptr;
+  if (int rc = post_send(qp, &wr, &bad)) return rc;
+  mw->rkey = wr.bind_mw.rkey;
+  return 0;
+}
+
+}  // namespace
+
 void install_ops(verbs_context* vctx) {
   ibv_context_ops& ops = vctx->context.ops;
+  ops.alloc_mw = alloc_mw;
+  ops.dealloc_mw = dealloc_mw;
+  ops.bind_mw = bind_mw;
   ops.poll_cq = poll_cq;
   ops.req_notify_cq = req_notify_cq;
   ops.post_send = post_send;
@@ -665,6 +727,7 @@ UROCE_IBV_EXPORT ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, 
 UROCE_IBV_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   if (!mr) return EINVAL;
   Mr* m = from(mr);
+  if (m->impl->windows_bound() != 0) return EBUSY;  // ibv_dereg_mr(3)
   state_of(mr->context)->remove(m->impl);
   delete m->impl;  // synchronous: no access through its keys after this (verbs/mr.h)
   delete m;

@@ -21,6 +21,10 @@ struct Mr {
   ibv_mr mr;
   verbs::MemoryRegion* impl;
 };
+struct Mw {
+  ibv_mw mw;
+  verbs::MemoryWindow* impl;
+};
 struct Cq {
   ibv_cq_ex ex;  // ibv_cq is its prefix (ibv_cq_ex_to_cq)
   verbs::CompletionQueue* impl;
@@ -41,14 +45,18 @@ struct Ah {
   verbs::AddressHandle* impl;
 };
 static_assert(std::is_standard_layout_v<Pd> && std::is_standard_layout_v<Mr> &&
-              std::is_standard_layout_v<Cq> && std::is_standard_layout_v<Qp> &&
-              std::is_standard_layout_v<Srq> && std::is_standard_layout_v<Ah>);
+              std::is_standard_layout_v<Mw> && std::is_standard_layout_v<Cq> &&
+              std::is_standard_layout_v<Qp> && std::is_standard_layout_v<Srq> &&
+              std::is_standard_layout_v<Ah>);
 
 inline Pd* from(ibv_pd* p) {
   return reinterpret_cast<Pd*>(p);
 }
 inline Mr* from(ibv_mr* m) {
   return reinterpret_cast<Mr*>(m);
+}
+inline Mw* from(ibv_mw* m) {
+  return reinterpret_cast<Mw*>(m);
 }
 inline Cq* from(ibv_cq* c) {
   return reinterpret_cast<Cq*>(c);

@@ -43,6 +43,7 @@ verbs::DeviceConfig Runtime::verbs_config(const Device& d) {
   c.attr.max_cq = static_cast<uint32_t>(a.max_cq);
   c.attr.max_cqe = static_cast<uint32_t>(a.max_cqe);
   c.attr.max_mr = static_cast<uint32_t>(a.max_mr);
+  c.attr.max_mw = static_cast<uint32_t>(a.max_mw);
   c.attr.max_pd = static_cast<uint32_t>(a.max_pd);
   c.attr.max_qp_rd_atom = static_cast<uint32_t>(a.max_qp_rd_atom);
   c.attr.max_res_rd_atom = static_cast<uint32_t>(a.max_res_rd_atom);
