@@ -59,6 +59,26 @@ struct Node {
   std::unique_ptr<QueuePair> qp;
 };
 
+// A signaled work request with one SGE (post_send copies it: `sge` need only outlive the call).
+transport::SendWr signaled(uint64_t wr_id, WrOpcode opcode, const Sge& sge,
+                           uint64_t remote_addr = 0, uint32_t rkey = 0) {
+  transport::SendWr w;
+  w.wr_id = wr_id;
+  w.opcode = opcode;
+  w.flags = transport::kSendSignaled;
+  w.sg_list = {&sge, 1};
+  w.remote_addr = remote_addr;
+  w.rkey = rkey;
+  return w;
+}
+
+int post_recv(Node& n, uint64_t wr_id, const Sge& sge) {
+  transport::RecvWr r;
+  r.wr_id = wr_id;
+  r.sg_list = {&sge, 1};
+  return n.qp->post_recv(r);
+}
+
 void connect(Node& me, const Node& peer) {
   QpAttr a;
   a.qp_state = QpState::kInit;
@@ -117,16 +137,9 @@ class VerbsLoopback : public ::testing::Test {
 TEST_F(VerbsLoopback, SendRecvMovesBytesAcrossPackets) {
   std::iota(a.mem.begin(), a.mem.begin() + 3000, 0);
   Sge rsge{b.addr(100), 4000, b.mr->lkey()};
-  transport::RecvWr r;
-  r.wr_id = 7;
-  r.sg_list = {&rsge, 1};
-  ASSERT_EQ(b.qp->post_recv(r), 0);
+  ASSERT_EQ(post_recv(b, 7, rsge), 0);
   Sge ssge{a.addr(0), 3000, a.mr->lkey()};
-  transport::SendWr s;
-  s.wr_id = 9;
-  s.opcode = WrOpcode::kSend;
-  s.flags = transport::kSendSignaled;
-  s.sg_list = {&ssge, 1};
+  transport::SendWr s = signaled(9, WrOpcode::kSend, ssge);
   ASSERT_EQ(a.qp->post_send(s), 0);
 
   auto rc = run_until(b, 1);
@@ -144,13 +157,7 @@ TEST_F(VerbsLoopback, SendRecvMovesBytesAcrossPackets) {
 TEST_F(VerbsLoopback, RdmaWriteAndReadUseTheRemoteKey) {
   for (int i = 0; i < 2048; ++i) a.mem[i] = static_cast<uint8_t>(i * 7);
   Sge sge{a.addr(0), 2048, a.mr->lkey()};
-  transport::SendWr w;
-  w.wr_id = 1;
-  w.opcode = WrOpcode::kRdmaWrite;
-  w.flags = transport::kSendSignaled;
-  w.sg_list = {&sge, 1};
-  w.remote_addr = b.addr(8192);
-  w.rkey = b.mr->rkey();
+  transport::SendWr w = signaled(1, WrOpcode::kRdmaWrite, sge, b.addr(8192), b.mr->rkey());
   ASSERT_EQ(a.qp->post_send(w), 0);
   auto c = run_until(a, 1);
   ASSERT_EQ(c.size(), 1u);
@@ -159,13 +166,7 @@ TEST_F(VerbsLoopback, RdmaWriteAndReadUseTheRemoteKey) {
 
   // Read it back into another part of A's memory.
   Sge rs{a.addr(30000), 2048, a.mr->lkey()};
-  transport::SendWr rd;
-  rd.wr_id = 2;
-  rd.opcode = WrOpcode::kRdmaRead;
-  rd.flags = transport::kSendSignaled;
-  rd.sg_list = {&rs, 1};
-  rd.remote_addr = b.addr(8192);
-  rd.rkey = b.mr->rkey();
+  transport::SendWr rd = signaled(2, WrOpcode::kRdmaRead, rs, b.addr(8192), b.mr->rkey());
   ASSERT_EQ(a.qp->post_send(rd), 0);
   c = run_until(a, 1);
   ASSERT_EQ(c.size(), 1u);
@@ -175,13 +176,8 @@ TEST_F(VerbsLoopback, RdmaWriteAndReadUseTheRemoteKey) {
 
 TEST_F(VerbsLoopback, WriteWithABadOrDeadRkeyIsARemoteAccessError) {
   Sge sge{a.addr(0), 64, a.mr->lkey()};
-  transport::SendWr w;
-  w.wr_id = 1;
-  w.opcode = WrOpcode::kRdmaWrite;
-  w.flags = transport::kSendSignaled;
-  w.sg_list = {&sge, 1};
-  w.remote_addr = b.addr(0);
-  w.rkey = b.mr->lkey();  // an lkey is not an rkey
+  transport::SendWr w =
+      signaled(1, WrOpcode::kRdmaWrite, sge, b.addr(0), b.mr->lkey());  // an lkey is not an rkey
   ASSERT_EQ(a.qp->post_send(w), 0);
   auto c = run_until(a, 1);
   ASSERT_EQ(c.size(), 1u);
@@ -196,13 +192,7 @@ TEST_F(VerbsLoopback, DeregisteredRemoteMemoryIsNeverWritten) {
   b.mr.reset();
   std::fill(a.mem.begin(), a.mem.begin() + 64, 0xee);
   Sge sge{a.addr(0), 64, a.mr->lkey()};
-  transport::SendWr w;
-  w.wr_id = 1;
-  w.opcode = WrOpcode::kRdmaWrite;
-  w.flags = transport::kSendSignaled;
-  w.sg_list = {&sge, 1};
-  w.remote_addr = b.addr(0);
-  w.rkey = rkey;
+  transport::SendWr w = signaled(1, WrOpcode::kRdmaWrite, sge, b.addr(0), rkey);
   ASSERT_EQ(a.qp->post_send(w), 0);
   auto c = run_until(a, 1);
   ASSERT_EQ(c.size(), 1u);
@@ -233,13 +223,7 @@ TEST_F(VerbsLoopback, APeerWritesThroughABoundWindowAndItsSendWithInvalidateClos
 
   std::iota(a.mem.begin(), a.mem.begin() + 256, 1);
   Sge sge{a.addr(0), 256, a.mr->lkey()};
-  transport::SendWr write;
-  write.wr_id = 1;
-  write.opcode = WrOpcode::kRdmaWrite;
-  write.flags = transport::kSendSignaled;
-  write.sg_list = {&sge, 1};
-  write.remote_addr = base + 1024;
-  write.rkey = key;
+  transport::SendWr write = signaled(1, WrOpcode::kRdmaWrite, sge, base + 1024, key);
   ASSERT_EQ(a.qp->post_send(write), 0);
   auto wrote = run_until(a, 1);
   ASSERT_EQ(wrote.size(), 1u);
@@ -248,16 +232,9 @@ TEST_F(VerbsLoopback, APeerWritesThroughABoundWindowAndItsSendWithInvalidateClos
   EXPECT_EQ(mr->windows_bound(), 1u);
 
   Sge rsge{b.addr(0), 64, b.mr->lkey()};
-  transport::RecvWr r;
-  r.wr_id = 60;
-  r.sg_list = {&rsge, 1};
-  ASSERT_EQ(b.qp->post_recv(r), 0);
+  ASSERT_EQ(post_recv(b, 60, rsge), 0);
   Sge ssge{a.addr(0), 8, a.mr->lkey()};
-  transport::SendWr send;
-  send.wr_id = 2;
-  send.opcode = WrOpcode::kSendWithInvalidate;
-  send.flags = transport::kSendSignaled;
-  send.sg_list = {&ssge, 1};
+  transport::SendWr send = signaled(2, WrOpcode::kSendWithInvalidate, ssge);
   send.invalidate_rkey = key;
   ASSERT_EQ(a.qp->post_send(send), 0);
   auto recv = run_until(b, 1);
@@ -319,16 +296,9 @@ TEST(VerbsTransmitFirst, ResponsesWaitForTheNextPassButNotForADestroy) {
   connect(a, b);
   connect(b, a);
   Sge rsge{b.addr(0), 64, b.mr->lkey()};
-  transport::RecvWr r;
-  r.wr_id = 1;
-  r.sg_list = {&rsge, 1};
-  ASSERT_EQ(b.qp->post_recv(r), 0);
+  ASSERT_EQ(post_recv(b, 1, rsge), 0);
   Sge ssge{a.addr(0), 8, a.mr->lkey()};
-  transport::SendWr s;
-  s.wr_id = 2;
-  s.opcode = WrOpcode::kSend;
-  s.flags = transport::kSendSignaled;
-  s.sg_list = {&ssge, 1};
+  transport::SendWr s = signaled(2, WrOpcode::kSend, ssge);
   ASSERT_EQ(a.qp->post_send(s), 0);
   Nanos now = 1000;
   a.dev.progress(now);  // the SEND leaves
