@@ -3,8 +3,9 @@
 #   build/release: optimised, warnings as errors: every test, end-to-end ones included;
 #   build/asan:    AddressSanitizer + UndefinedBehaviorSanitizer: every test but those labelled
 #                  `slow` (long end-to-end runs of perftest and namespaces, timing-bound under ASan);
-#   build/tsan:    ThreadSanitizer over the threaded parts (CQ, MR deregistration against a progress
-#                  pass, the progress engine, the out-of-band exchange);
+#   build/tsan:    ThreadSanitizer over the threaded parts (CQ, MR deregistration and window
+#                  deallocation against a progress pass, the progress engine, the out-of-band
+#                  exchange);
 # then fuzzes the wire parsers for 30 s (scripts/fuzz-smoke.sh, build/fuzz).
 # Usage: scripts/test.sh [--quick]   (--quick: the release build only)
 set -euo pipefail
@@ -31,7 +32,7 @@ run_tests build/asan -LE slow
 configure_and_build build/tsan uroce_unit_tests -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DUROCE_SANITIZE=thread -DUROCE_BENCH=OFF
 TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/uroce_unit_tests \
-  --gtest_filter='VerbsCq.*:VerbsMr.*:UdpLinkProgress*:*ProgressEngine*:BenchOob.*'
+  --gtest_filter='VerbsCq.*:VerbsMr.*:VerbsMw.*:UdpLinkProgress*:*ProgressEngine*:BenchOob.*'
 
 # A bounded libFuzzer run of the wire parsers (clang-14, its own build dir, ~30 s).
 scripts/fuzz-smoke.sh 30

@@ -4,6 +4,8 @@
 // across the wire is in verbs_loopback_test.cpp.
 #include <gtest/gtest.h>
 
+#include <atomic>
+#include <thread>
 #include <vector>
 
 #include "verbs/device.h"
@@ -193,6 +195,49 @@ TEST(VerbsMw, TypesAndTheDeviceLimitAreChecked) {
   std::vector<std::unique_ptr<MemoryRegion>> mrs;
   for (uint32_t i = 0; i < w.device->attr().max_mr; ++i)
     mrs.push_back(std::move(w.pd->reg_mr(buf.data(), buf.size(), 0).value()));
+}
+
+TEST(VerbsMw, DeallocWaitsOutAProgressPassWritingThroughTheWindow) {
+  // As for an MR (verbs_mr_test.cpp): once the window is gone, nothing writes through it, even a
+  // pass that checked its key a moment before.
+  FakeWorld w;
+  auto qp = w.qp();
+  auto& fake = w.fake(*qp);
+  std::vector<uint8_t> buf(256);
+  auto mr =
+      std::move(w.pd->reg_mr(buf.data(), buf.size(), 0, kAccessLocalWrite | kAccessMwBind).value());
+  auto mw = std::move(w.pd->alloc_mw(MwType::kType2).value());
+  const uint32_t key = next_key(mw->rkey());
+  ASSERT_EQ(w.pd->bind_mw({mw->rkey(), key, mr->lkey(), 0, 256, kAccessRemoteWrite}, kQp),
+            WcStatus::kSuccess);
+  std::atomic<bool> gone{false}, stop{false};
+  std::atomic<int> writes{0}, violations{0}, refused{0};
+  fake.set_state(QpState::kInit);  // any state but RESET lets transmit() run
+  fake.on_transmit = [&](Nanos) {
+    auto p = fake.memory().remote(key, 0, 256, kAccessRemoteWrite, kQp);
+    if (!p.ok()) {
+      ++refused;
+      return;
+    }
+    if (gone) ++violations;
+    for (int i = 0; i < 256; ++i) {
+      (*p)[i] = static_cast<uint8_t>(i);
+      if (i % 64 == 0) std::this_thread::yield();
+    }
+    if (gone) ++violations;
+    ++writes;
+  };
+  std::thread progress([&] {
+    for (Nanos t = 0; !stop; ++t) w.device->progress(t);
+  });
+  while (writes < 20) std::this_thread::yield();
+  mw.reset();
+  gone = true;
+  while (refused < 20) std::this_thread::yield();
+  stop = true;
+  progress.join();
+  EXPECT_EQ(violations.load(), 0);
+  EXPECT_EQ(mr->windows_bound(), 0u);
 }
 
 }  // namespace
