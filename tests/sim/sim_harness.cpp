@@ -126,6 +126,11 @@ struct Region {
   size_t bump = 0;  // next free byte inside the MR
   uint64_t iova = 0;
   std::unique_ptr<v::MemoryRegion> mr;
+  // Remotely accessible arenas also get a type 1 memory window over the whole MR with the MR's
+  // remote rights: odd-numbered ops address the arena through it (the same verdict for every
+  // request, good or bad, so the model does not change). Destroyed before the MR.
+  std::unique_ptr<v::MemoryWindow> mw;
+  uint32_t window_rkey = 0;
 
   uint8_t* at(size_t mr_off) { return mem.data() + kGuardBytes + mr_off; }
   uint64_t va(size_t mr_off) const { return iova + mr_off; }
@@ -656,9 +661,22 @@ bool World::build() {
       reg.owner.assign(total, -1);
       // Fixed I/O addresses (not host pointers), so packets are the same in every run.
       reg.iova = (uint64_t{0x10} + static_cast<uint64_t>(a)) << 40 | uint64_t(i) << 32;
-      auto mr = node->pd->reg_mr(reg.at(0), reg.mr_len, reg.iova, kArenaAccess[a]);
+      const uint32_t remote_rights = kArenaAccess[a] & v::kMwAccessMask;
+      auto mr = node->pd->reg_mr(
+          reg.at(0), reg.mr_len, reg.iova,
+          kArenaAccess[a] | (remote_rights ? uint32_t{transport::kAccessMwBind} : 0u));
       if (!mr) return fail(format("reg_mr(%s) failed: %d", kArenaNames[a], mr.error()));
       reg.mr = std::move(*mr);
+      if (remote_rights != 0) {
+        auto mw = node->pd->alloc_mw(v::MwType::kType1);
+        if (!mw) return fail(format("alloc_mw(%s) failed: %d", kArenaNames[a], mw.error()));
+        reg.mw = std::move(*mw);
+        reg.window_rkey = (reg.mw->rkey() & 0xffffff00) | ((reg.mw->rkey() + 1) & 0xff);
+        const transport::MwBindInfo bind{reg.mw->rkey(), reg.window_rkey, reg.mr->lkey(),
+                                         reg.iova,       reg.mr_len,      remote_rights};
+        if (node->pd->bind_mw(bind, 0) != WcStatus::kSuccess)
+          return fail(format("bind_mw(%s) failed", kArenaNames[a]));
+      }
     }
     nodes_.push_back(std::move(node));
   }
@@ -884,7 +902,7 @@ bool World::post(Op& op) {
   }
   Region& remote = rn.arena[op.remote_arena];
   op.remote_addr = remote.iova + op.remote_off;  // wraps below iova for kBeforeStart, by design
-  op.rkey = remote.mr->rkey();
+  op.rkey = op.id % 2 == 1 && remote.mw ? remote.window_rkey : remote.mr->rkey();
   if (op.bad == Bad::kRkey) op.rkey ^= static_cast<uint32_t>(r.between(1, 0xffffffff));
   wr.sg_list = {op.sges.data(), op.len == 0 ? size_t{0} : op.sges.size()};
   wr.remote_addr = op.remote_addr;
