@@ -391,12 +391,30 @@ void write_control(msghdr& m, TxControl& control, bool v6, int tos, int ttl, uin
 
 // Computes the slot's ICRC into its tail and appends its iovecs (headers, payload, pad+ICRC).
 // The ICRC covers the IP header as the kernel will write it: identification `ip_id`.
-size_t UdpLink::seal(TxSlot& s, const uint8_t* dst_ip, uint16_t ip_id, iovec* iov) {
+uint32_t UdpLink::icrc_prefix(TxSlot& s, const uint8_t* dst_ip, uint16_t ip_id) {
+  // Source address and port are the link's own, so destination, length and identification are
+  // all that vary.
+  const size_t ip_len = ipv6_ ? 16 : 4;
+  IcrcPrefix& e = icrc_prefix_[ip_id % icrc_prefix_.size()];
+  if (e.valid && e.ip_id == ip_id && e.datagram_len == s.datagram_len() &&
+      std::memcmp(e.dst.data(), dst_ip, ip_len) == 0) {
+    ++stats_.tx_icrc_prefix_hits;
+    return e.crc;
+  }
   uint8_t* th = s.hdr.data() + kPre;
   const uint8_t* start = write_pseudo_headers(th, ipv6_, ip_bytes(local_), dst_ip, options_.port,
                                               wire::kRoceV2Port, s.datagram_len(), ip_id);
-  const std::span<const uint8_t> headers(start, static_cast<size_t>(th - start) + s.th_len);
-  uint32_t crc = wire::compute_icrc(headers, {}, 0);
+  e.crc = wire::icrc_ip_udp({start, static_cast<size_t>(th - start)});
+  e.datagram_len = s.datagram_len();
+  e.ip_id = ip_id;
+  std::memcpy(e.dst.data(), dst_ip, ip_len);
+  e.valid = true;
+  return e.crc;
+}
+
+size_t UdpLink::seal(TxSlot& s, const uint8_t* dst_ip, uint16_t ip_id, iovec* iov) {
+  uint8_t* th = s.hdr.data() + kPre;
+  uint32_t crc = wire::icrc_transport(icrc_prefix(s, dst_ip, ip_id), {th, s.th_len});
   for (uint32_t p = 0; p < s.parts; ++p) crc = wire::crc32(crc, s.payload[p]);
   std::memset(s.tail.data(), 0, s.pad);
   crc = wire::crc32(crc, std::span<const uint8_t>(s.tail.data(), s.pad));

@@ -92,11 +92,31 @@ namespace {
 constexpr std::array<uint8_t, 8> kLrhOnes = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff};
 constexpr std::array<uint8_t, 3> kZeros{};
 
-// Starts the ICRC over `headers` (IP, UDP, BTH, then anything else that is covered as is). The
-// variant fields (IBA annex A17, RoCEv2 ICRC; IBA 7.8.1 for the InfiniBand original) are replaced
-// by ones in a copy: IPv4 TOS, TTL and header checksum; IPv6 traffic class, flow label and hop
-// limit; the UDP checksum; the BTH reserved byte that holds FECN and BECN. The 8 bytes of ones
-// stand in for the LRH that RoCEv2 does not have.
+// The variant fields (IBA annex A17, RoCEv2 ICRC; IBA 7.8.1 for the InfiniBand original) are
+// replaced by ones in a copy: IPv4 TOS, TTL and header checksum; IPv6 traffic class, flow label
+// and hop limit; the UDP checksum (these at `ip`, in a copy of IP and UDP); the BTH reserved byte
+// that holds FECN and BECN (at `bth`). Returns the IP header's length.
+uint32_t mask_ip_udp(uint8_t* ip) {
+  const bool v6 = (ip[0] >> 4) == 6;
+  const uint32_t ip_len = v6 ? kIpv6Bytes : kIpv4Bytes;
+  if (v6) {
+    ip[0] |= 0x0f;  // traffic class (high nibble) and flow label
+    ip[1] = ip[2] = ip[3] = 0xff;
+    ip[7] = 0xff;  // hop limit
+  } else {
+    ip[1] = 0xff;            // TOS
+    ip[8] = 0xff;            // TTL
+    ip[10] = ip[11] = 0xff;  // header checksum
+  }
+  ip[ip_len + 6] = ip[ip_len + 7] = 0xff;  // UDP checksum
+  return ip_len;
+}
+void mask_bth(uint8_t* bth) {
+  bth[4] = 0xff;  // reserved byte (FECN/BECN live here)
+}
+
+// Starts the ICRC over `headers` (IP, UDP, BTH, then anything else that is covered as is), the
+// 8 bytes of ones standing in for the LRH that RoCEv2 does not have.
 uint32_t icrc_begin(std::span<const uint8_t> headers) {
   const bool v6 = (headers[0] >> 4) == 6;
   const uint32_t ip_len = v6 ? kIpv6Bytes : kIpv4Bytes;
@@ -111,17 +131,8 @@ uint32_t icrc_begin(std::span<const uint8_t> headers) {
   std::copy(kLrhOnes.begin(), kLrhOnes.end(), buf.begin());
   uint8_t* p = buf.data() + kLrhOnes.size();
   std::memcpy(p, headers.data(), copied);
-  if (v6) {
-    p[0] |= 0x0f;  // traffic class (high nibble) and flow label
-    p[1] = p[2] = p[3] = 0xff;
-    p[7] = 0xff;  // hop limit
-  } else {
-    p[1] = 0xff;           // TOS
-    p[8] = 0xff;           // TTL
-    p[10] = p[11] = 0xff;  // header checksum
-  }
-  p[ip_len + 6] = p[ip_len + 7] = 0xff;  // UDP checksum
-  p[ip_len + kUdpBytes + 4] = 0xff;      // BTH reserved byte (FECN/BECN live here)
+  mask_ip_udp(p);
+  mask_bth(p + ip_len + kUdpBytes);
   const uint32_t crc = crc32(0, std::span<const uint8_t>(buf.data(), kLrhOnes.size() + copied));
   return crc32(crc, headers.subspan(copied));
 }
@@ -217,6 +228,24 @@ uint32_t compute_icrc(std::span<const uint8_t> headers, std::span<const uint8_t>
 
 uint32_t compute_icrc(std::span<const uint8_t> ip_packet) {
   return compute_icrc(ip_packet, {}, 0);
+}
+
+uint32_t icrc_ip_udp(std::span<const uint8_t> ip_udp) {
+  std::array<uint8_t, kLrhOnes.size() + kIpv6Bytes + kUdpBytes> buf;
+  UROCE_CHECK(!ip_udp.empty() && ip_udp.size() <= buf.size() - kLrhOnes.size());
+  UROCE_CHECK(ip_udp.size() == ((ip_udp[0] >> 4) == 6 ? kIpv6Bytes : kIpv4Bytes) + kUdpBytes);
+  std::copy(kLrhOnes.begin(), kLrhOnes.end(), buf.begin());
+  std::memcpy(buf.data() + kLrhOnes.size(), ip_udp.data(), ip_udp.size());
+  mask_ip_udp(buf.data() + kLrhOnes.size());
+  return crc32(0, std::span<const uint8_t>(buf.data(), kLrhOnes.size() + ip_udp.size()));
+}
+
+uint32_t icrc_transport(uint32_t crc, std::span<const uint8_t> transport_headers) {
+  std::array<uint8_t, kMaxTransportHeaderBytes> buf;
+  UROCE_CHECK(transport_headers.size() >= kBthBytes && transport_headers.size() <= buf.size());
+  std::memcpy(buf.data(), transport_headers.data(), transport_headers.size());
+  mask_bth(buf.data());
+  return crc32(crc, std::span<const uint8_t>(buf.data(), transport_headers.size()));
 }
 
 uint32_t icrc_begin_udp(const IpEndpoints& ep, uint32_t udp_payload_bytes,

@@ -135,6 +135,14 @@ uint32_t compute_icrc(std::span<const uint8_t> ip_packet);
 uint32_t compute_icrc(std::span<const uint8_t> headers, std::span<const uint8_t> payload,
                       uint8_t pad);
 
+// The same computation in two steps, for a sender that keeps the first: the running CRC over the
+// LRH stand-in and the masked IP and UDP headers (`ip_udp`, IP header first), which is the same for
+// every packet of one length and IPv4 identification to one peer; then continued over the
+// transport headers with the BTH's reserved byte masked. Continue with wire::crc32() over the
+// payload and pad.
+uint32_t icrc_ip_udp(std::span<const uint8_t> ip_udp);
+uint32_t icrc_transport(uint32_t crc, std::span<const uint8_t> transport_headers);
+
 // Builds a complete IP packet: IP header, UDP, transport headers, payload, pad, ICRC. Returns the
 // bytes written, or 0 if `out` is too small, the packet too big for IP, or `payload` not empty
 // on an opcode that carries none. The UDP checksum is 0 over IPv4 (none) and computed over IPv6,

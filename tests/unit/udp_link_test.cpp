@@ -463,6 +463,48 @@ TEST(UdpLink, HopLimitGoesOutAndTrafficClassAndTtlComeBackUp) {
   }
 }
 
+TEST(UdpLink, KeptIcrcPrefixesNeverMixDestinationsLengthsOrSegments) {
+  // The sender keeps the IP/UDP part of the ICRC per GSO segment index, destination and length;
+  // interleaving two peers and three sizes must never hand one packet another's part.
+  auto a = open_link(v4(37, 1)), b = open_link(v4(37, 2)), c = open_link(v4(37, 3));
+  ASSERT_TRUE(a && b && c);
+  std::vector<std::unique_ptr<Outgoing>> to_b, to_c;
+  for (uint32_t round = 0; round < 2; ++round) {
+    for (uint32_t i = 0; i < 24; ++i) {
+      const size_t size = i % 8 == 7 ? 100 + i : 1024;  // runs of 1024 broken by short packets
+      auto& list = (i / 4) % 2 ? to_c : to_b;
+      const Gid dst = (i / 4) % 2 ? gid_of(v4(37, 3)) : gid_of(v4(37, 2));
+      list.push_back(std::make_unique<Outgoing>(wire::op::kRcWriteMiddle,
+                                                static_cast<uint32_t>(list.size()), size, dst));
+      a->transmit(list.back()->tx);
+    }
+    a->flush();
+  }
+  auto got_b = receive(*b, to_b.size()), got_c = receive(*c, to_c.size());
+  ASSERT_EQ(got_b.size(), to_b.size());
+  ASSERT_EQ(got_c.size(), to_c.size());
+  for (size_t i = 0; i < got_b.size(); ++i) expect_same(*to_b[i], got_b[i]);
+  for (size_t i = 0; i < got_c.size(); ++i) expect_same(*to_c[i], got_c[i]);
+  EXPECT_EQ(b->counters().rx_drop_bad_icrc + c->counters().rx_drop_bad_icrc, 0u);
+
+  // A stream to one peer finds its parts kept from the previous send on.
+  const uint64_t hits = a->stats().tx_icrc_prefix_hits;
+  std::vector<std::unique_ptr<Outgoing>> stream;
+  for (uint32_t flush = 0; flush < 2; ++flush) {
+    for (uint32_t i = 0; i < 8; ++i) {
+      stream.push_back(std::make_unique<Outgoing>(
+          wire::op::kRcWriteMiddle, static_cast<uint32_t>(stream.size()), 1024, gid_of(v4(37, 2))));
+      a->transmit(stream.back()->tx);
+    }
+    a->flush();
+  }
+  auto got = receive(*b, stream.size());
+  ASSERT_EQ(got.size(), stream.size());
+  for (size_t i = 0; i < got.size(); ++i) expect_same(*stream[i], got[i]);
+  EXPECT_GE(a->stats().tx_icrc_prefix_hits - hits, 8u);
+  EXPECT_EQ(b->counters().rx_drop_bad_icrc, 0u);
+}
+
 // A packet socket on lo, to see frames as a third party (Wireshark, a NIC) would; -1 without
 // CAP_NET_RAW.
 int open_capture() {

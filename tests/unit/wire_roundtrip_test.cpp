@@ -288,6 +288,22 @@ TEST(WireIcrc, UdpPayloadPathMatchesWholePacketPath) {
     EXPECT_EQ(crc, load_icrc(&udp[m - kIcrcBytes]));
     // compute_icrc with the payload given apart agrees too.
     EXPECT_EQ(compute_icrc(std::span(ip).first(ip_udp + th), payload, pad_for(1001)), crc);
+    // And the two-step form a sender keeps the IP/UDP part of (masked fields changed on the way:
+    // a TOS, TTL or BTH FECN/BECN bit must not change the ICRC).
+    std::vector<uint8_t> changed(ip.begin(), ip.begin() + ip_udp + th);
+    changed[1] ^= 0x03;           // ECN bits (IPv4 TOS; IPv6 traffic class)
+    changed[v6 ? 7 : 8] ^= 0x11;  // hop limit / TTL
+    changed[ip_udp + 4] ^= 0xc0;  // FECN, BECN
+    uint32_t two_step = icrc_transport(icrc_ip_udp(std::span(changed).first(ip_udp)),
+                                       std::span(changed).subspan(ip_udp, th));
+    two_step = crc32(crc32(two_step, payload), std::span<const uint8_t>(pad.data(), pad_for(1001)));
+    EXPECT_EQ(two_step, crc);
+    changed[ip_udp + 8] ^= 1;  // a covered BTH byte (the destination QP) does change it
+    EXPECT_NE(crc32(crc32(icrc_transport(icrc_ip_udp(std::span(changed).first(ip_udp)),
+                                         std::span(changed).subspan(ip_udp, th)),
+                          payload),
+                    std::span<const uint8_t>(pad.data(), pad_for(1001))),
+              crc);
 
     auto ok = parse_udp_payload(ep, std::span(udp).first(m));
     ASSERT_TRUE(ok.ok()) << to_string(ok.error());
