@@ -134,7 +134,8 @@ TEST(VerbsMr, AccessNotGrantedIsAccessDenied) {
   std::vector<uint8_t> buf(64);
   auto ro = std::move(w.pd->reg_mr(buf.data(), 64, 0, kAccessRemoteRead).value());
   EXPECT_EQ(w.pd->remote(ro->rkey(), 0, 8, kAccessRemoteWrite, 0).error(), KeyError::kAccessDenied);
-  EXPECT_EQ(w.pd->remote(ro->rkey(), 0, 8, kAccessRemoteAtomic, 0).error(), KeyError::kAccessDenied);
+  EXPECT_EQ(w.pd->remote(ro->rkey(), 0, 8, kAccessRemoteAtomic, 0).error(),
+            KeyError::kAccessDenied);
   EXPECT_TRUE(w.pd->remote(ro->rkey(), 0, 8, kAccessRemoteRead, 0).ok());
   // Without LOCAL_WRITE the region can be gathered from, not scattered into.
   EXPECT_EQ(w.pd->local(ro->lkey(), 0, 8, kAccessLocalWrite).error(), KeyError::kAccessDenied);
@@ -193,38 +194,9 @@ TEST(VerbsMr, FullKeyTableIsEnomemAndFreesOnDereg) {
 TEST(VerbsMr, DeregistrationWaitsOutAProgressPassUsingTheMemory) {
   FakeWorld w;
   auto qp = w.qp();
-  auto& fake = w.fake(*qp);
   std::vector<uint8_t> buf(256);
   auto mr = std::move(w.pd->reg_mr(buf.data(), buf.size(), 0, kAll).value());
-  const uint32_t rkey = mr->rkey();
-  std::atomic<bool> dereg_done{false}, stop{false};
-  std::atomic<int> writes{0}, violations{0}, refused{0};
-  fake.set_state(QpState::kInit);  // any state but RESET lets transmit() run
-  fake.on_transmit = [&](Nanos) {
-    auto p = fake.memory().remote(rkey, 0, 256, kAccessRemoteWrite, 0);
-    if (!p.ok()) {
-      ++refused;
-      return;
-    }
-    if (dereg_done) ++violations;
-    for (int i = 0; i < 256; ++i) {
-      (*p)[i] = static_cast<uint8_t>(i);
-      if (i % 64 == 0) std::this_thread::yield();
-    }
-    if (dereg_done) ++violations;
-    ++writes;
-  };
-  std::thread progress([&] {
-    for (Nanos t = 0; !stop; ++t) w.device->progress(t);
-  });
-  while (writes < 20) std::this_thread::yield();
-  mr.reset();
-  dereg_done = true;
-  while (refused < 20) std::this_thread::yield();
-  stop = true;
-  progress.join();
-  EXPECT_EQ(violations.load(), 0);
-  EXPECT_GE(writes.load(), 20);
+  EXPECT_EQ(testing::writes_after_destroy(w, w.fake(*qp), mr->rkey(), 0, [&] { mr.reset(); }), 0);
 }
 
 }  // namespace

@@ -4,8 +4,6 @@
 // across the wire is in verbs_loopback_test.cpp.
 #include <gtest/gtest.h>
 
-#include <atomic>
-#include <thread>
 #include <vector>
 
 #include "verbs/device.h"
@@ -202,7 +200,6 @@ TEST(VerbsMw, DeallocWaitsOutAProgressPassWritingThroughTheWindow) {
   // pass that checked its key a moment before.
   FakeWorld w;
   auto qp = w.qp();
-  auto& fake = w.fake(*qp);
   std::vector<uint8_t> buf(256);
   auto mr =
       std::move(w.pd->reg_mr(buf.data(), buf.size(), 0, kAccessLocalWrite | kAccessMwBind).value());
@@ -210,33 +207,7 @@ TEST(VerbsMw, DeallocWaitsOutAProgressPassWritingThroughTheWindow) {
   const uint32_t key = next_key(mw->rkey());
   ASSERT_EQ(w.pd->bind_mw({mw->rkey(), key, mr->lkey(), 0, 256, kAccessRemoteWrite}, kQp),
             WcStatus::kSuccess);
-  std::atomic<bool> gone{false}, stop{false};
-  std::atomic<int> writes{0}, violations{0}, refused{0};
-  fake.set_state(QpState::kInit);  // any state but RESET lets transmit() run
-  fake.on_transmit = [&](Nanos) {
-    auto p = fake.memory().remote(key, 0, 256, kAccessRemoteWrite, kQp);
-    if (!p.ok()) {
-      ++refused;
-      return;
-    }
-    if (gone) ++violations;
-    for (int i = 0; i < 256; ++i) {
-      (*p)[i] = static_cast<uint8_t>(i);
-      if (i % 64 == 0) std::this_thread::yield();
-    }
-    if (gone) ++violations;
-    ++writes;
-  };
-  std::thread progress([&] {
-    for (Nanos t = 0; !stop; ++t) w.device->progress(t);
-  });
-  while (writes < 20) std::this_thread::yield();
-  mw.reset();
-  gone = true;
-  while (refused < 20) std::this_thread::yield();
-  stop = true;
-  progress.join();
-  EXPECT_EQ(violations.load(), 0);
+  EXPECT_EQ(testing::writes_after_destroy(w, w.fake(*qp), key, kQp, [&] { mw.reset(); }), 0);
   EXPECT_EQ(mr->windows_bound(), 0u);
 }
 

@@ -2,10 +2,12 @@
 // Test doubles for the verbs unit tests: a link that records what is sent and replays what the
 // test queues, and a transport QP that keeps FIFO queues and flushes them in order on ERR, so the
 // verbs rules are tested apart from the real transport.
+#include <atomic>
 #include <deque>
 #include <functional>
 #include <map>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "link/link.h"
@@ -276,6 +278,43 @@ inline QpAttr good_attr(QpState state) {
   a.alt_ah_attr = a.ah_attr;
   a.alt_port_num = 1;
   return a;
+}
+
+// Drives `w`'s device on a progress thread whose passes (through `fake`) write 256 bytes at
+// address 0 through `rkey`, as a responder would, until 20 have written; then runs `destroy`
+// (deregistering or deallocating what `rkey` names) and keeps going until 20 passes were refused.
+// Returns the passes that wrote while or after `destroy` returned: 0 when destruction is
+// synchronous with the progress pass.
+inline int writes_after_destroy(FakeWorld& w, FakeTransportQp& fake, uint32_t rkey, uint32_t qpn,
+                                const std::function<void()>& destroy) {
+  std::atomic<bool> gone{false}, stop{false};
+  std::atomic<int> writes{0}, violations{0}, refused{0};
+  fake.set_state(QpState::kInit);  // any state but RESET lets transmit() run
+  fake.on_transmit = [&](Nanos) {
+    auto p = fake.memory().remote(rkey, 0, 256, transport::kAccessRemoteWrite, qpn);
+    if (!p.ok()) {
+      ++refused;
+      return;
+    }
+    if (gone) ++violations;
+    for (int i = 0; i < 256; ++i) {
+      (*p)[i] = static_cast<uint8_t>(i);
+      if (i % 64 == 0) std::this_thread::yield();
+    }
+    if (gone) ++violations;
+    ++writes;
+  };
+  std::thread progress([&] {
+    for (Nanos t = 0; !stop; ++t) w.device->progress(t);
+  });
+  while (writes < 20) std::this_thread::yield();
+  destroy();
+  gone = true;
+  while (refused < 20) std::this_thread::yield();
+  stop = true;
+  progress.join();
+  fake.on_transmit = nullptr;
+  return violations.load();
 }
 
 }  // namespace uroce::verbs::testing
