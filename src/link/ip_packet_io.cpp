@@ -90,13 +90,13 @@ RxVerdict receive_ip_packet(std::span<const uint8_t> bytes, const Gid& local,
     rx.sgid = gid_from_ipv4(pkt.ipv4->src);
     rx.dgid = gid_from_ipv4(pkt.ipv4->dst);
     rx.ce = pkt.ipv4->ecn == wire::Ecn::kCe;
-    rx.traffic_class = static_cast<uint8_t>(pkt.ipv4->dscp << 2 | static_cast<int>(pkt.ipv4->ecn));
+    rx.traffic_class = wire::traffic_class_of(*pkt.ipv4);
     rx.hop_limit = pkt.ipv4->ttl;
   } else {
     rx.sgid = pkt.ipv6->src;
     rx.dgid = pkt.ipv6->dst;
     rx.ce = pkt.ipv6->ecn == wire::Ecn::kCe;
-    rx.traffic_class = static_cast<uint8_t>(pkt.ipv6->dscp << 2 | static_cast<int>(pkt.ipv6->ecn));
+    rx.traffic_class = wire::traffic_class_of(*pkt.ipv6);
     rx.hop_limit = pkt.ipv6->hop_limit;
   }
   if (rx.dgid != local) {

@@ -704,7 +704,7 @@ void UdpLink::handle_datagram(const RxHandler& handler, const uint8_t* data, siz
       ++counters_.rx_drop_malformed;
     return;
   }
-  const bool ce = (b.traffic_class & 3) == static_cast<int>(wire::Ecn::kCe);
+  const bool ce = (b.traffic_class & 3) == static_cast<uint8_t>(wire::Ecn::kCe);
   ++counters_.rx_packets;
   counters_.rx_bytes += len;
   if (ce) ++counters_.rx_ce_marked;

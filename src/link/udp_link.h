@@ -97,9 +97,10 @@ class UdpLink final : public Link {
   void send_messages(size_t first_slot, size_t slots);
   size_t send_batch(struct mmsghdr* msgs, size_t count);
   size_t deliver(const RxHandler& handler, size_t budget);
-  // One datagram of `from` (its address and the IP fields every segment of it shares).
-  void handle_datagram(const RxHandler& handler, const uint8_t* data, size_t len,
-                       const RxBuffer& from, uint16_t ip_id_guess);
+  // One datagram of the receive buffer `b` (whose sender address and IP fields every segment of
+  // it shares).
+  void handle_datagram(const RxHandler& handler, const uint8_t* data, size_t len, const RxBuffer& b,
+                       uint16_t ip_id_guess);
   bool icrc_ok(const uint8_t* data, size_t len, const sockaddr_storage& from, uint16_t ip_id_guess);
   // The ICRC's running CRC over the pseudo IP and UDP headers of `slot` sent to `dst_ip` as GSO
   // segment `ip_id`, from icrc_prefix_ or computed (writing those headers into the slot).

@@ -184,7 +184,7 @@ Requester::Gate Requester::gate(Nanos now, Next& next, Nanos* when) const {
   if (w.state == WqeState::kPosted) {
     if (ctx_.state != QpState::kRts) return Gate::kBlocked;  // SQD starts no new WQE
     // IBV_SEND_FENCE (IBA 10.8.3.4): wait for earlier READs and atomics to complete.
-    if ((w.flags & kSendFence) && ctx_.rd_atomic_outstanding > 0) return Gate::kBlocked;
+    if (fenced(w)) return Gate::kBlocked;
     // At most max_rd_atomic READ/atomic requests outstanding (IBA 9.7.7.2.2).
     const uint32_t limit = std::max<uint32_t>(1, ctx_.config.max_rd_atomic);
     if (w.is_rd_atomic() && ctx_.rd_atomic_outstanding >= limit) return Gate::kBlocked;
@@ -212,7 +212,7 @@ bool Requester::local_op_due() const {
   const SendWqe& w = ctx_.sq.at(cur_);
   if (!w.is_local()) return false;
   if (w.state == WqeState::kDone) return w.status == WcStatus::kSuccess;  // passed over
-  return !((w.flags & kSendFence) && ctx_.rd_atomic_outstanding > 0);
+  return !fenced(w);
 }
 
 bool Requester::run_local_ops() {
@@ -224,7 +224,7 @@ bool Requester::run_local_ops() {
       if (ctx_.state != QpState::kRts) return false;  // SQD starts no new WQE
       // IBV_SEND_FENCE: a bind or invalidate may have to wait for earlier READs and atomics,
       // which still use the old window (IBA 10.8.3.4).
-      if ((w.flags & kSendFence) && ctx_.rd_atomic_outstanding > 0) return false;
+      if (fenced(w)) return false;
       w.first_psn = ctx_.next_psn;
       w.npsn = 0;
       const WcStatus status =

@@ -45,6 +45,10 @@ class Requester {
   // those already done; false if one must wait (fence, SQD) or failed.
   bool run_local_ops();
   bool local_op_due() const;  // run_local_ops() has something to do now
+  // IBV_SEND_FENCE (IBA 10.8.3.4): `w` waits for earlier READs and atomics to complete.
+  bool fenced(const SendWqe& w) const {
+    return (w.flags & kSendFence) && ctx_.rd_atomic_outstanding > 0;
+  }
   // The queued retransmission that goes next: its WQE position and packet index; false (and
   // stale entries skipped) if none.
   bool next_resend(uint64_t* pos, uint32_t* pkt) const;

@@ -576,8 +576,7 @@ void Responder::receive_ud(const RxPacket& pkt) {
   if (gid_is_ipv4(pkt.sgid)) {
     wire::Ipv4 ip;
     ip.total_length = static_cast<uint16_t>(wire::kIpv4Bytes + udp_len);
-    ip.dscp = static_cast<uint8_t>(pkt.traffic_class >> 2);
-    ip.ecn = static_cast<wire::Ecn>(pkt.traffic_class & 3);
+    wire::set_traffic_class(ip, pkt.traffic_class);
     ip.ttl = pkt.hop_limit;
     std::copy_n(pkt.sgid.begin() + 12, 4, ip.src.begin());
     std::copy_n(pkt.dgid.begin() + 12, 4, ip.dst.begin());
@@ -585,8 +584,7 @@ void Responder::receive_ud(const RxPacket& pkt) {
   } else {
     wire::Ipv6 ip;
     ip.payload_length = static_cast<uint16_t>(udp_len);
-    ip.dscp = static_cast<uint8_t>(pkt.traffic_class >> 2);
-    ip.ecn = static_cast<wire::Ecn>(pkt.traffic_class & 3);
+    wire::set_traffic_class(ip, pkt.traffic_class);
     ip.hop_limit = pkt.hop_limit;
     ip.src = pkt.sgid;
     ip.dst = pkt.dgid;

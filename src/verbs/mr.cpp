@@ -9,6 +9,15 @@ namespace uroce::verbs {
 
 // ---- KeyTable ---------------------------------------------------------------------------------
 
+namespace {
+
+// [addr, addr+length) inside the entry's [iova, iova+length), without overflow.
+bool covers(const KeyTable::Entry& e, uint64_t addr, uint64_t length) {
+  return addr >= e.iova && addr - e.iova <= e.length && length <= e.length - (addr - e.iova);
+}
+
+}  // namespace
+
 KeyTable::KeyTable(uint32_t capacity, uint32_t salt)
     // Slot 0 is never handed out (key 0 is never valid), and keys have 24 bits of index.
     : slots_(std::min<uint32_t>(capacity, (1u << 24) - 2) + 1), salt_(salt) {}
@@ -112,9 +121,7 @@ WcStatus KeyTable::bind(const void* pd, const MwBindInfo& b, uint32_t qpn) {
   if (!mr.live || mr.kind != Kind::kMr || (b.mr_lkey & 0xff) != tag(mr.generation, false) ||
       mr.e.pd != pd || !(mr.e.access & transport::kAccessMwBind))
     return WcStatus::kMwBindErr;
-  if (b.addr < mr.e.iova || b.addr - mr.e.iova > mr.e.length ||
-      b.length > mr.e.length - (b.addr - mr.e.iova))
-    return WcStatus::kMwBindErr;
+  if (!covers(mr.e, b.addr, b.length)) return WcStatus::kMwBindErr;
   if ((b.access & (transport::kAccessRemoteWrite | transport::kAccessRemoteAtomic)) &&
       !(mr.e.access & transport::kAccessLocalWrite))
     return WcStatus::kMwBindErr;
@@ -164,9 +171,7 @@ Result<uint8_t*, KeyError> KeyTable::check(bool remote, uint32_t key, const void
     if (s.kind == Kind::kWindow2 && s.bound_qpn != qpn) return Err(KeyError::kWrongPd);
   }
   if (s.e.pd != pd) return Err(KeyError::kWrongPd);  // the QP's PD must be the MR's
-  // Bounds: [addr, addr+length) inside [iova, iova+length), without overflow.
-  if (addr < s.e.iova || addr - s.e.iova > s.e.length || length > s.e.length - (addr - s.e.iova))
-    return Err(KeyError::kOutOfBounds);
+  if (!covers(s.e, addr, length)) return Err(KeyError::kOutOfBounds);
   // Access rights: every requested right must be granted; local read always is (IBA 10.6.3).
   if ((s.e.access & access) != access) return Err(KeyError::kAccessDenied);
   return s.e.host + (addr - s.e.iova);

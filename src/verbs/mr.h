@@ -199,6 +199,11 @@ class MemoryWindow {
   uint32_t rkey_;
 };
 
+// The R_Key a window's next bind gives it: the same index, the next key byte (ibv_inc_rkey).
+inline uint32_t next_window_key(uint32_t rkey) {
+  return (rkey & 0xffffff00) | ((rkey + 1) & 0xff);
+}
+
 // Access bits reg_mr accepts (ibv_access_flags up to MW_BIND).
 inline constexpr uint32_t kMrAccessMask =
     transport::kAccessLocalWrite | transport::kAccessRemoteWrite | transport::kAccessRemoteRead |

@@ -93,10 +93,9 @@ constexpr std::array<uint8_t, 8> kLrhOnes = {0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
 constexpr std::array<uint8_t, 3> kZeros{};
 
 // The variant fields (IBA annex A17, RoCEv2 ICRC; IBA 7.8.1 for the InfiniBand original) are
-// replaced by ones in a copy: IPv4 TOS, TTL and header checksum; IPv6 traffic class, flow label
-// and hop limit; the UDP checksum (these at `ip`, in a copy of IP and UDP); the BTH reserved byte
-// that holds FECN and BECN (at `bth`). Returns the IP header's length.
-uint32_t mask_ip_udp(uint8_t* ip) {
+// replaced by ones in a copy: in the IP and UDP headers at `ip`, IPv4 TOS, TTL and header
+// checksum, IPv6 traffic class, flow label and hop limit, and the UDP checksum;
+void mask_ip_udp(uint8_t* ip) {
   const bool v6 = (ip[0] >> 4) == 6;
   const uint32_t ip_len = v6 ? kIpv6Bytes : kIpv4Bytes;
   if (v6) {
@@ -109,8 +108,8 @@ uint32_t mask_ip_udp(uint8_t* ip) {
     ip[10] = ip[11] = 0xff;  // header checksum
   }
   ip[ip_len + 6] = ip[ip_len + 7] = 0xff;  // UDP checksum
-  return ip_len;
 }
+// and in the BTH at `bth`, the reserved byte that holds FECN and BECN.
 void mask_bth(uint8_t* bth) {
   bth[4] = 0xff;  // reserved byte (FECN/BECN live here)
 }

@@ -75,6 +75,18 @@ struct Ipv6 {
   std::array<uint8_t, 16> src{};
   std::array<uint8_t, 16> dst{};
 };
+// The IP traffic class byte (IPv4 TOS) of headers and endpoints that keep DSCP and ECN apart
+// (Ipv4, Ipv6, IpEndpoints), and back.
+template <typename Ip>
+uint8_t traffic_class_of(const Ip& ip) {
+  return static_cast<uint8_t>(ip.dscp << 2 | static_cast<uint8_t>(ip.ecn));
+}
+template <typename Ip>
+void set_traffic_class(Ip& ip, uint8_t traffic_class) {
+  ip.dscp = static_cast<uint8_t>(traffic_class >> 2);
+  ip.ecn = static_cast<Ecn>(traffic_class & 3);
+}
+
 struct Udp {
   uint16_t src_port = 0;
   uint16_t dst_port = kRoceV2Port;

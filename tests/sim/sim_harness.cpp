@@ -671,7 +671,7 @@ bool World::build() {
         auto mw = node->pd->alloc_mw(v::MwType::kType1);
         if (!mw) return fail(format("alloc_mw(%s) failed: %d", kArenaNames[a], mw.error()));
         reg.mw = std::move(*mw);
-        reg.window_rkey = (reg.mw->rkey() & 0xffffff00) | ((reg.mw->rkey() + 1) & 0xff);
+        reg.window_rkey = v::next_window_key(reg.mw->rkey());
         const transport::MwBindInfo bind{reg.mw->rkey(), reg.window_rkey, reg.mr->lkey(),
                                          reg.iova,       reg.mr_len,      remote_rights};
         if (node->pd->bind_mw(bind, 0) != WcStatus::kSuccess)

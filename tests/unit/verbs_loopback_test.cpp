@@ -208,7 +208,7 @@ TEST_F(VerbsLoopback, APeerWritesThroughABoundWindowAndItsSendWithInvalidateClos
                                    transport::kAccessLocalWrite | transport::kAccessMwBind)
                           .value());
   auto mw = std::move(b.pd->alloc_mw(MwType::kType2).value());
-  const uint32_t key = (mw->rkey() & 0xffffff00) | ((mw->rkey() + 1) & 0xff);
+  const uint32_t key = next_window_key(mw->rkey());
   const uint64_t base = reinterpret_cast<uint64_t>(region.data());
   transport::SendWr bind;
   bind.wr_id = 50;

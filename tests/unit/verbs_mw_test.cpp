@@ -22,10 +22,6 @@ using transport::MwBindInfo;
 
 constexpr uint32_t kQp = 0x40, kOtherQp = 0x41;
 
-uint32_t next_key(uint32_t rkey) {  // ibv_inc_rkey
-  return (rkey & 0xffffff00) | ((rkey + 1) & 0xff);
-}
-
 struct Windows : ::testing::Test {
   Windows() : buf(8192) {
     mr = std::move(w.pd->reg_mr(buf.data(), buf.size(), 0x10000,
@@ -43,7 +39,7 @@ struct Windows : ::testing::Test {
 
 TEST_F(Windows, AType2WindowAnswersOnlyToItsBoundKeyThroughItsQpAndInsideItsRange) {
   auto mw = std::move(w.pd->alloc_mw(MwType::kType2).value());
-  const uint32_t key = next_key(mw->rkey());
+  const uint32_t key = next_window_key(mw->rkey());
   // Unbound: no key of it works.
   EXPECT_EQ(w.pd->remote(mw->rkey(), 0x10000, 8, kAccessRemoteRead, kQp).error(),
             KeyError::kNoSuchKey);
@@ -64,7 +60,7 @@ TEST_F(Windows, AType2WindowAnswersOnlyToItsBoundKeyThroughItsQpAndInsideItsRang
   EXPECT_EQ(w.pd->local(key, 0x10100, 8, 0).error(), KeyError::kNoSuchKey);  // no L_Key
 
   // Bound: no second bind until invalidated; a peer on another QP may not invalidate it.
-  EXPECT_EQ(w.pd->bind_mw(bind_of(*mw, next_key(key), 0x10100, 64, kAccessRemoteRead), kQp),
+  EXPECT_EQ(w.pd->bind_mw(bind_of(*mw, next_window_key(key), 0x10100, 64, kAccessRemoteRead), kQp),
             WcStatus::kMwBindErr);
   EXPECT_FALSE(w.pd->invalidate(key, kOtherQp, /*remote=*/true));
   EXPECT_FALSE(w.pd->invalidate(mw->rkey(), kQp, /*remote=*/true));  // not its current key
@@ -73,15 +69,16 @@ TEST_F(Windows, AType2WindowAnswersOnlyToItsBoundKeyThroughItsQpAndInsideItsRang
   EXPECT_EQ(mr->windows_bound(), 0u);
   EXPECT_EQ(w.pd->remote(key, 0x10180, 16, kAccessRemoteRead, kQp).error(), KeyError::kNoSuchKey);
   // Free again: bound anew with a new key, which a local invalidate (any QP of the PD) frees.
-  ASSERT_EQ(w.pd->bind_mw(bind_of(*mw, next_key(key), 0x10000, 8192, kAccessRemoteRead), kOtherQp),
-            WcStatus::kSuccess);
-  EXPECT_TRUE(w.pd->remote(next_key(key), 0x11ff8, 8, kAccessRemoteRead, kOtherQp).ok());
-  EXPECT_TRUE(w.pd->invalidate(next_key(key), kQp, /*remote=*/false));
+  ASSERT_EQ(
+      w.pd->bind_mw(bind_of(*mw, next_window_key(key), 0x10000, 8192, kAccessRemoteRead), kOtherQp),
+      WcStatus::kSuccess);
+  EXPECT_TRUE(w.pd->remote(next_window_key(key), 0x11ff8, 8, kAccessRemoteRead, kOtherQp).ok());
+  EXPECT_TRUE(w.pd->invalidate(next_window_key(key), kQp, /*remote=*/false));
 }
 
 TEST_F(Windows, EveryBindRuleIsABindError) {
   auto mw = std::move(w.pd->alloc_mw(MwType::kType2).value());
-  const uint32_t key = next_key(mw->rkey());
+  const uint32_t key = next_window_key(mw->rkey());
   std::vector<uint8_t> other(64);
   auto no_bind = std::move(w.pd->reg_mr(other.data(), other.size(), kAccessLocalWrite).value());
   auto read_only = std::move(
@@ -118,11 +115,11 @@ TEST_F(Windows, EveryBindRuleIsABindError) {
   with("another PD's MR", [&](MwBindInfo& b) { b.mr_lkey = foreign_mr->lkey(); });
   with("another PD's window", [&](MwBindInfo& b) {
     b.mw_rkey = foreign_mw->rkey();
-    b.new_rkey = next_key(foreign_mw->rkey());
+    b.new_rkey = next_window_key(foreign_mw->rkey());
   });
   with("an MR named as the window", [&](MwBindInfo& b) {
     b.mw_rkey = mr->rkey();
-    b.new_rkey = next_key(mr->rkey());
+    b.new_rkey = next_window_key(mr->rkey());
   });
   for (const auto& [why, b] : bad) EXPECT_EQ(w.pd->bind_mw(b, kQp), WcStatus::kMwBindErr) << why;
   EXPECT_EQ(mr->windows_bound(), 0u);
@@ -130,16 +127,17 @@ TEST_F(Windows, EveryBindRuleIsABindError) {
   // A window's rights come from the bind, not the MR's remote rights: a remote-write window over
   // an MR registered for remote read only (but locally writable) is allowed.
   auto rw = std::move(w.pd->alloc_mw(MwType::kType2).value());
-  EXPECT_EQ(w.pd->bind_mw(bind_of(*rw, next_key(rw->rkey()), 0x10000, 8, kAccessRemoteWrite), kQp),
-            WcStatus::kSuccess);
-  EXPECT_TRUE(w.pd->remote(next_key(rw->rkey()), 0x10000, 8, kAccessRemoteWrite, kQp).ok());
+  EXPECT_EQ(
+      w.pd->bind_mw(bind_of(*rw, next_window_key(rw->rkey()), 0x10000, 8, kAccessRemoteWrite), kQp),
+      WcStatus::kSuccess);
+  EXPECT_TRUE(w.pd->remote(next_window_key(rw->rkey()), 0x10000, 8, kAccessRemoteWrite, kQp).ok());
   // MR keys and type 1 windows cannot be invalidated.
   EXPECT_FALSE(w.pd->invalidate(mr->rkey(), kQp, false));
 }
 
 TEST_F(Windows, AType1WindowIsThePdsRebindsInPlaceAndUnbindsWithLengthZero) {
   auto mw = std::move(w.pd->alloc_mw(MwType::kType1).value());
-  const uint32_t k1 = next_key(mw->rkey()), k2 = next_key(k1);
+  const uint32_t k1 = next_window_key(mw->rkey()), k2 = next_window_key(k1);
   ASSERT_EQ(w.pd->bind_mw(bind_of(*mw, k1, 0x10000, 64, kAccessRemoteRead), kQp),
             WcStatus::kSuccess);
   EXPECT_TRUE(w.pd->remote(k1, 0x10000, 64, kAccessRemoteRead, kOtherQp).ok());  // any QP
@@ -150,7 +148,7 @@ TEST_F(Windows, AType1WindowIsThePdsRebindsInPlaceAndUnbindsWithLengthZero) {
   EXPECT_EQ(w.pd->remote(k1, 0x10040, 8, kAccessRemoteRead, kQp).error(), KeyError::kNoSuchKey);
   EXPECT_TRUE(w.pd->remote(k2, 0x10040, 8, kAccessRemoteRead, kQp).ok());
   // Unbind: no MR (ibv_bind_mw with a null mr and length 0).
-  ASSERT_EQ(w.pd->bind_mw(MwBindInfo{mw->rkey(), next_key(k2), 0, 0, 0, 0}, kQp),
+  ASSERT_EQ(w.pd->bind_mw(MwBindInfo{mw->rkey(), next_window_key(k2), 0, 0, 0, 0}, kQp),
             WcStatus::kSuccess);
   EXPECT_EQ(mr->windows_bound(), 0u);
   EXPECT_EQ(w.pd->remote(k2, 0x10040, 8, kAccessRemoteRead, kQp).error(), KeyError::kNoSuchKey);
@@ -158,7 +156,7 @@ TEST_F(Windows, AType1WindowIsThePdsRebindsInPlaceAndUnbindsWithLengthZero) {
 
 TEST_F(Windows, DeallocAndMrDestructionEndTheBinding) {
   auto mw = std::move(w.pd->alloc_mw(MwType::kType2).value());
-  const uint32_t key = next_key(mw->rkey());
+  const uint32_t key = next_window_key(mw->rkey());
   ASSERT_EQ(w.pd->bind_mw(bind_of(*mw, key, 0x10000, 64, kAccessRemoteRead), kQp),
             WcStatus::kSuccess);
   EXPECT_EQ(w.pd->users(), 2u);  // the MR and the window
@@ -170,7 +168,7 @@ TEST_F(Windows, DeallocAndMrDestructionEndTheBinding) {
   // An MR destroyed with a window bound (the C++ API; ibv_dereg_mr refuses with EBUSY) takes
   // the binding with it: the window's key is dead and the window may be bound elsewhere.
   auto mw2 = std::move(w.pd->alloc_mw(MwType::kType2).value());
-  const uint32_t key2 = next_key(mw2->rkey());
+  const uint32_t key2 = next_window_key(mw2->rkey());
   ASSERT_EQ(w.pd->bind_mw(bind_of(*mw2, key2, 0x10000, 64, kAccessRemoteRead), kQp),
             WcStatus::kSuccess);
   mr.reset();
@@ -204,7 +202,7 @@ TEST(VerbsMw, DeallocWaitsOutAProgressPassWritingThroughTheWindow) {
   auto mr =
       std::move(w.pd->reg_mr(buf.data(), buf.size(), 0, kAccessLocalWrite | kAccessMwBind).value());
   auto mw = std::move(w.pd->alloc_mw(MwType::kType2).value());
-  const uint32_t key = next_key(mw->rkey());
+  const uint32_t key = next_window_key(mw->rkey());
   ASSERT_EQ(w.pd->bind_mw({mw->rkey(), key, mr->lkey(), 0, 256, kAccessRemoteWrite}, kQp),
             WcStatus::kSuccess);
   EXPECT_EQ(testing::writes_after_destroy(w, w.fake(*qp), key, kQp, [&] { mw.reset(); }), 0);

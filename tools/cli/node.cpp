@@ -82,8 +82,7 @@ class CaptureLink final : public link::Link {
           if (rx.hdr != nullptr) {
             // As received: a switch's CE mark shows in the capture.
             auto ep = wire::endpoints_from_gids(rx.sgid, rx.dgid, rx.udp_src_port);
-            ep.dscp = static_cast<uint8_t>(rx.traffic_class >> 2);
-            ep.ecn = static_cast<wire::Ecn>(rx.traffic_class & 3);
+            wire::set_traffic_class(ep, rx.traffic_class);
             ep.hop_limit = rx.hop_limit;
             write(ep, *rx.hdr, rx.payload);
           }
