@@ -14,51 +14,26 @@ void Completer::reset() {
   ack_deadline_ = kNever;
   rnr_waiting_ = false;
   retried_at_una_ = false;
-  peer_done_valid_ = false;
-  episode_ = false;
-  placed_.reset();
-  srtt_ = rttvar_ = 0;
-  rtt_sampling_ = false;
-  last_max_psn_ = ctx_.max_psn;
-  fast_deadline_ = kNever;
-  fast_fired_ = false;
+  sr_.reset(ctx_.max_psn);
   ctx_.rnr_hold_until = 0;
 }
 
 void Completer::on_sent(Nanos now) {
   if (ctx_.type != QpType::kRc) return;
-  if (ctx_.selective_repeat()) {
-    // A new packet (max_psn moved) starts a round-trip sample if none is running.
-    if (ctx_.max_psn != last_max_psn_ && !rtt_sampling_) {
-      rtt_sampling_ = true;
-      rtt_psn_ = ctx_.max_psn - 1;
-      rtt_sent_at_ = now;
-    }
-    last_max_psn_ = ctx_.max_psn;
-    if (fast_deadline_ == kNever && srtt_ != 0 && !fast_fired_)
-      fast_deadline_ = add_saturating(now, fast_rto());
-  }
+  if (ctx_.selective_repeat()) sr_.on_sent(ctx_.max_psn, now, ack_timeout_ns(ctx_.config.timeout));
   if (ack_deadline_ != kNever) return;
   ack_deadline_ = add_saturating(now, ack_timeout_ns(ctx_.config.timeout));
 }
 
-Nanos Completer::fast_rto() const {
-  // Three round trips or RFC 6298's srtt + 4 rttvar, whichever is longer (the samples include
-  // queueing and, on a real host, scheduling: they vary), at least 2 us, and never later than the
-  // ACK timeout it stands in front of.
-  constexpr Nanos kFloor = 2'000;
-  const Nanos rto = std::max({3 * srtt_, srtt_ + 4 * rttvar_, kFloor});
-  return std::min(rto, ack_timeout_ns(ctx_.config.timeout));
-}
-
 Nanos Completer::deadline() const {
-  return std::min({ack_deadline_, rnr_waiting_ ? ctx_.rnr_hold_until : kNever, fast_deadline_});
+  return std::min(
+      {ack_deadline_, rnr_waiting_ ? ctx_.rnr_hold_until : kNever, sr_.fast_deadline()});
 }
 
 void Completer::on_timer(Nanos now) {
   if (ctx_.state == QpState::kErr || ctx_.state == QpState::kReset) {
     ack_deadline_ = kNever;
-    fast_deadline_ = kNever;
+    sr_.stop_fast_timer();
     rnr_waiting_ = false;
     return;
   }
@@ -66,18 +41,10 @@ void Completer::on_timer(Nanos now) {
     rnr_waiting_ = false;
     ctx_.rnr_hold_until = 0;
   }
-  if (fast_deadline_ <= now) {
-    fast_deadline_ = kNever;
-    // Selective repeat: una has not moved for three round trips with packets out, so the hole
-    // there lost its NAK or its resend (the responder names a hole once). Resend that packet once,
-    // charged to nothing: the ACK timeout stays the backstop that spends retry_cnt.
-    if (ctx_.selective_repeat() && !fast_fired_ && ctx_.max_psn != ctx_.una &&
-        ack_deadline_ > now) {
-      fast_fired_ = true;
-      rtt_sampling_ = false;
-      requester_.resend(ctx_.una);
-    }
-  }
+  // Selective repeat's fast retransmission: the packet at una, once, charged to nothing.
+  if (sr_.fast_resend_due(
+          now, ctx_.selective_repeat() && ctx_.max_psn != ctx_.una && ack_deadline_ > now))
+    requester_.resend(ctx_.una);
   if (ack_deadline_ > now) return;
   ack_deadline_ = kNever;
   if (ctx_.max_psn == ctx_.una) return;
@@ -89,20 +56,7 @@ void Completer::on_timer(Nanos now) {
 }
 
 bool Completer::dense_holes() {
-  // Selective repeat names one hole per round trip (a NAK carries one PSN). When holes come
-  // denser than that (more than kDenseHoles NAKed before una passes what was in flight at the
-  // first of them: a window far above the bandwidth-delay product, or heavy loss), repairing them
-  // one round trip apiece is slower than resending the window, so go back N once; the responder
-  // drops the copies of what it holds. The next episode starts from what is in flight then.
-  if (!ctx_.selective_repeat()) return false;
-  if (!episode_ || !ctx_.una.before(episode_end_)) {
-    episode_ = true;
-    episode_end_ = ctx_.max_psn;
-    episode_naks_ = 0;
-  }
-  if (++episode_naks_ <= kDenseHoles) return false;
-  episode_end_ = ctx_.max_psn;
-  episode_naks_ = 0;
+  if (!ctx_.selective_repeat() || !sr_.dense_holes(ctx_.una, ctx_.max_psn)) return false;
   ++ctx_.counters.sr_go_backs;
   return true;
 }
@@ -118,7 +72,7 @@ void Completer::retry(Nanos now, bool go_back) {
   retried_at_una_ = true;
   ack_deadline_ = kNever;  // re-armed by the retransmission
   if (go_back) {
-    rtt_sampling_ = false;
+    sr_.forget_rtt_sample();
     requester_.rewind(ctx_.una);
   } else {
     restart_at_una();
@@ -126,7 +80,7 @@ void Completer::retry(Nanos now, bool go_back) {
 }
 
 void Completer::restart_at_una() {
-  rtt_sampling_ = false;  // Karn: a round trip that spans a retransmission says nothing
+  sr_.forget_rtt_sample();
   // Selective repeat: the responder kept what came after the hole, so only the packet at una
   // goes again (for a READ, a request for the rest of it, IBA 9.7.4.1.2). Go-back-N resends
   // everything from una (IBA 9.7.4.1.3).
@@ -134,6 +88,12 @@ void Completer::restart_at_una() {
     requester_.resend(ctx_.una);
   else
     requester_.rewind(ctx_.una);
+}
+
+void Completer::restart_once_at_una() {
+  if (retried_at_una_) return;
+  retried_at_una_ = true;
+  restart_at_una();
 }
 
 SendWqe* Completer::find(Psn psn) {
@@ -180,28 +140,8 @@ void Completer::progress(Nanos now) {
   retry_left_ = ctx_.config.retry_cnt;
   rnr_retry_left_ = ctx_.config.rnr_retry;
   retried_at_una_ = false;
-  if (ctx_.selective_repeat()) {
-    // A sample of 0 is an answer that came back within the caller's pass (one `now` for a whole
-    // send-and-receive pass): it only says the round trip was shorter than the pass. Dropped.
-    if (rtt_sampling_ && ctx_.una.after(rtt_psn_) && now == rtt_sent_at_) rtt_sampling_ = false;
-    if (rtt_sampling_ && ctx_.una.after(rtt_psn_)) {
-      // Jacobson/Karels (RFC 6298 2.2-2.3): srtt += (r - srtt) / 8, rttvar += (|srtt - r| -
-      // rttvar) / 4.
-      const Nanos sample = std::max<Nanos>(now - rtt_sent_at_, 1);
-      if (srtt_ == 0) {
-        srtt_ = sample;
-        rttvar_ = sample / 2;
-      } else {
-        const Nanos err = sample > srtt_ ? sample - srtt_ : srtt_ - sample;
-        rttvar_ = (3 * rttvar_ + err) / 4;
-        srtt_ = std::max<Nanos>((7 * srtt_ + sample) / 8, 1);
-      }
-      rtt_sampling_ = false;
-    }
-    fast_fired_ = false;
-    fast_deadline_ =
-        srtt_ != 0 && ctx_.max_psn != ctx_.una ? add_saturating(now, fast_rto()) : kNever;
-  }
+  if (ctx_.selective_repeat())
+    sr_.on_progress(ctx_.una, ctx_.max_psn, now, ack_timeout_ns(ctx_.config.timeout));
   // An ACK for packets sent before a go-back-N restart may overtake the restart.
   if (ctx_.next_psn.before(ctx_.una)) requester_.rewind(ctx_.una);
   ack_deadline_ =
@@ -232,22 +172,15 @@ void Completer::receive(const wire::TransportHeaders& h, std::span<const uint8_t
   // missing one is dropped, IBA 9.7.5.2.1).
   const bool is_nak = wire::opcode_info(h.bth.opcode).kind == wire::Kind::kAck &&
                       h.aeth.type() != wire::AckType::kAck;
-  const Psn done = is_nak ? psn - 1 : psn;
-  // Forgotten once una passes it: a PSN left behind would look ahead again after 2^23 more.
-  if (peer_done_valid_ && peer_done_.before(ctx_.una)) peer_done_valid_ = false;
-  if (!peer_done_valid_ || done.after(peer_done_)) peer_done_ = done, peer_done_valid_ = true;
+  sr_.note_executed(is_nak ? psn - 1 : psn, ctx_.una);
   dispatch(h, payload, now);
   if (ctx_.state != QpState::kRts && ctx_.state != QpState::kSqd) return;
-  // Catch up: everything up to peer_done_ was executed, so SEND/WRITE packets there are
-  // acknowledged, and the first READ/atomic whose answer was dropped is asked for again now,
-  // not after a timeout (the responder replays it from its resource, IBA 9.7.5.1.2). This is the
-  // requester's half of naming the next hole at once.
-  if (peer_done_.before(ctx_.una)) {
-    peer_done_valid_ = false;
-  } else if (acknowledge_through(peer_done_, now) == Advance::kImpliedNak && !retried_at_una_) {
-    retried_at_una_ = true;
-    restart_at_una();
-  }
+  // Catch up: everything up to the furthest executed PSN was executed, so SEND/WRITE packets
+  // there are acknowledged, and the first READ/atomic whose answer was dropped is asked for again
+  // now, not after a timeout (the responder replays it from its resource, IBA 9.7.5.1.2). This is
+  // the requester's half of naming the next hole at once.
+  const std::optional<Psn> done = sr_.executed_from(ctx_.una);
+  if (done && acknowledge_through(*done, now) == Advance::kImpliedNak) restart_once_at_una();
 }
 
 void Completer::dispatch(const wire::TransportHeaders& h, std::span<const uint8_t> payload,
@@ -282,10 +215,7 @@ void Completer::dispatch(const wire::TransportHeaders& h, std::span<const uint8_
 }
 
 void Completer::on_ack(const wire::TransportHeaders& h, Nanos now) {
-  if (acknowledge_through(h.bth.psn, now) == Advance::kImpliedNak && !retried_at_una_) {
-    retried_at_una_ = true;
-    restart_at_una();
-  }
+  if (acknowledge_through(h.bth.psn, now) == Advance::kImpliedNak) restart_once_at_una();
 }
 
 void Completer::on_rnr_nak(const wire::TransportHeaders& h, Nanos now) {
@@ -294,7 +224,7 @@ void Completer::on_rnr_nak(const wire::TransportHeaders& h, Nanos now) {
   const Psn psn = h.bth.psn;
   // The NAK acknowledges everything before its PSN (IBA 9.7.5.2.8).
   if (acknowledge_through(psn - 1, now) == Advance::kImpliedNak) {
-    if (!retried_at_una_) retried_at_una_ = true, restart_at_una();
+    restart_once_at_una();
     return;
   }
   SendWqe* w = find(psn);
@@ -304,7 +234,7 @@ void Completer::on_rnr_nak(const wire::TransportHeaders& h, Nanos now) {
     fail(*w, WcStatus::kRnrRetryExcErr);
     return;
   }
-  if (rnr_retry_left_ != 7) --rnr_retry_left_;  // 7 = retry forever (IBA 9.7.5.2.8)
+  if (rnr_retry_left_ != kRnrRetryForever) --rnr_retry_left_;
   ctx_.rnr_hold_until = add_saturating(now, rnr_timer_ns(h.aeth.value()));
   rnr_waiting_ = true;
   rnr_psn_ = psn;
@@ -316,7 +246,7 @@ void Completer::on_nak(const wire::TransportHeaders& h, Nanos now) {
   ++ctx_.counters.naks_received;
   const Psn psn = h.bth.psn;
   if (acknowledge_through(psn - 1, now) == Advance::kImpliedNak) {
-    if (!retried_at_una_) retried_at_una_ = true, restart_at_una();
+    restart_once_at_una();
     return;
   }
   SendWqe* w = find(psn);
@@ -365,7 +295,7 @@ void Completer::on_read_response(const wire::TransportHeaders& h, std::span<cons
   if (acknowledge_through(w->first_psn - 1, now) == Advance::kImpliedNak || psn != ctx_.una) {
     // A response beyond the one expected: the ones between were lost (an implied NAK). Responses
     // arrive in order, so ask again from the first missing PSN.
-    if (!retried_at_una_) retried_at_una_ = true, restart_at_una();
+    restart_once_at_una();
     return;
   }
   if (!response_fits(*w, h, payload)) {
@@ -403,15 +333,14 @@ void Completer::place_ahead(SendWqe& w, const wire::TransportHeaders& h,
                             std::span<const uint8_t> payload) {
   const Psn psn = h.bth.psn;
   const int32_t ahead = psn.distance_from(ctx_.una);
-  // Bounded: only the kReadBitmapSlots PSNs after una are tracked; later ones wait for the
-  // re-request (and are counted as dropped now).
-  if (ahead <= 0 || static_cast<uint32_t>(ahead) >= kReadBitmapSlots ||
+  // Bounded: only the SrSender::kReadBitmapSlots PSNs after una are tracked; later ones wait for
+  // the re-request (and are counted as dropped now).
+  if (ahead <= 0 || static_cast<uint32_t>(ahead) >= SrSender::kReadBitmapSlots ||
       !response_fits(w, h, payload)) {
     ++ctx_.counters.rx_dropped;
     return;
   }
-  const uint32_t slot = psn.value() % kReadBitmapSlots;
-  if (placed_.test(slot)) {
+  if (sr_.placed(psn)) {
     ++ctx_.counters.rx_dropped;  // a copy of a response already placed
     return;
   }
@@ -421,18 +350,16 @@ void Completer::place_ahead(SendWqe& w, const wire::TransportHeaders& h,
     fail(w, WcStatus::kLocProtErr);
     return;
   }
-  placed_.set(slot);
+  sr_.mark_placed(psn);
 }
 
 void Completer::advance_over_placed() {
   // una moves over responses placed ahead of it, READ by READ; each step clears one bit, so this
-  // ends within kReadBitmapSlots steps.
-  while (placed_.any()) {
+  // ends within SrSender::kReadBitmapSlots steps.
+  while (sr_.any_placed()) {
     SendWqe* w = find(ctx_.una);
     if (w == nullptr || !w->is_read()) break;
-    const uint32_t slot = ctx_.una.value() % kReadBitmapSlots;
-    if (!placed_.test(slot)) break;
-    placed_.reset(slot);
+    if (!sr_.take_placed(ctx_.una)) break;
     if (ctx_.una == w->last_psn()) w->state = WqeState::kDone;
     ctx_.una += 1;
   }
@@ -446,7 +373,7 @@ void Completer::on_atomic_ack(const wire::TransportHeaders& h, Nanos now) {
     return;
   }
   if (acknowledge_through(psn - 1, now) == Advance::kImpliedNak || psn != ctx_.una) {
-    if (!retried_at_una_) retried_at_una_ = true, restart_at_una();
+    restart_once_at_una();
     return;
   }
   // The original value lands in the local buffer in host order, as verbs returns it.

@@ -1,12 +1,13 @@
 #pragma once
 // Completer (IBA 9.7.5.2, 9.7.6): ACKs, NAKs, READ responses and atomic ACKs -> retired WQEs and
-// send completions; the local ACK timer, the retry and RNR-retry counters, and go-back-N.
-#include <bitset>
+// send completions; the local ACK timer, the retry and RNR-retry counters, and go-back-N. What
+// selective repeat adds lives in SrSender (sr_sender.h), reached through a few hooks.
 #include <cstdint>
 #include <span>
 
 #include "transport/qp_context.h"
 #include "transport/requester.h"
+#include "transport/sr_sender.h"
 
 namespace uroce::transport {
 
@@ -42,7 +43,7 @@ class Completer {
   // Whether a READ response's opcode and length match its place in `w`.
   bool response_fits(const SendWqe& w, const wire::TransportHeaders& h,
                      std::span<const uint8_t> payload) const;
-  // Selective repeat: places a READ response beyond una and marks it in placed_.
+  // Selective repeat: places a READ response beyond una and marks it placed.
   void place_ahead(SendWqe& w, const wire::TransportHeaders& h, std::span<const uint8_t> payload);
   // Selective repeat: moves una over READ responses placed ahead of it (progress() follows).
   void advance_over_placed();
@@ -54,43 +55,24 @@ class Completer {
   bool dense_holes();
   // Sends again what the responder misses at una, by the QP's loss recovery, without charge.
   void restart_at_una();
+  // An implied NAK (IBA 9.7.5.2.1): restart_at_una() once per loss; further implied NAKs for it
+  // are left to the ACK timer until something is acknowledged.
+  void restart_once_at_una();
   // The WQE holding `psn` (at or after una), or nullptr.
   SendWqe* find(Psn psn);
   void fail(SendWqe& w, WcStatus status);
 
   QpContext& ctx_;
   Requester& requester_;
-  uint8_t retry_left_ = 7;
-  uint8_t rnr_retry_left_ = 7;
+  uint8_t retry_left_ = QpConfig{}.retry_cnt;
+  uint8_t rnr_retry_left_ = QpConfig{}.rnr_retry;
   Nanos ack_deadline_ = kNever;
   bool rnr_waiting_ = false;
   Psn rnr_psn_;
   // Set when go-back-N restarted from una and nothing was acknowledged since: further implied
   // NAKs for the same loss are left to the ACK timer instead of restarting again and again.
   bool retried_at_una_ = false;
-  // Selective repeat: the furthest PSN the responder is known to have executed.
-  Psn peer_done_;
-  bool peer_done_valid_ = false;
-  // Selective repeat: sequence NAKs since the episode began, until una passes episode_end_.
-  static constexpr uint32_t kDenseHoles = 4;
-  bool episode_ = false;
-  Psn episode_end_;
-  uint32_t episode_naks_ = 0;
-  // Selective repeat: READ response PSNs in (una, una + kReadBitmapSlots) already placed, by
-  // PSN modulo kReadBitmapSlots.
-  static constexpr uint32_t kReadBitmapSlots = 512;
-  std::bitset<kReadBitmapSlots> placed_;
-  // Selective repeat's fast retransmission (IRN's RTO_low, section 3.1): a smoothed round trip
-  // measured on new packets (Karn: no sample across a retransmission), and a timer that resends
-  // the packet at una once if una has not moved for a few round trips while packets are out.
-  Nanos fast_rto() const;
-  Nanos srtt_ = 0;  // 0: no sample yet, no fast timer
-  Nanos rttvar_ = 0;
-  bool rtt_sampling_ = false;
-  Psn rtt_psn_, last_max_psn_;
-  Nanos rtt_sent_at_ = 0;
-  Nanos fast_deadline_ = kNever;
-  bool fast_fired_ = false;  // the packet at this una was already resent by the fast timer
+  SrSender sr_;  // selective repeat only
 };
 
 }  // namespace uroce::transport
