@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "transport/qp_context.h"
+#include "transport/reorder_buffer.h"
 
 namespace uroce::transport {
 
@@ -68,14 +69,6 @@ class Responder {
     uint32_t generation = 0;  // of the resource when queued
   };
 
-  // A request packet held by the reorder buffer (selective repeat) until its PSN is expected.
-  struct Held {
-    bool used = false;
-    Psn psn;
-    wire::TransportHeaders hdr;
-    std::vector<uint8_t> payload;  // freed when the slot is; kReorderBytes in all at most
-  };
-
   void receive_rc(const RxPacket& pkt, Nanos now);
   // Runs the IBA 9.7.5.1 checks and executes an in-order packet; true if epsn moved past it.
   bool apply(const wire::TransportHeaders& h, std::span<const uint8_t> payload);
@@ -84,11 +77,10 @@ class Responder {
   // Applies held packets while the next expected one is there; names the next hole if any.
   void drain();
   // Frees the slots of PSNs in [from, epsn) that never became packets of their own (a READ's
-  // response PSNs) and forgets everything if `all`.
-  void release_held(Psn from, bool all);
+  // response PSNs).
+  void release_held(Psn from);
   // PSN Sequence Error NAK naming epsn, the first missing PSN.
   void queue_seq_nak();
-  Held& slot(Psn psn) { return held_[psn.value() % kReorderSlots]; }
   void receive_uc(const RxPacket& pkt);
   void receive_ud(const RxPacket& pkt);
   void on_duplicate(const wire::TransportHeaders& h);
@@ -131,9 +123,7 @@ class Responder {
 
   std::vector<Resource> resources_;
   uint64_t resource_clock_ = 0;
-  std::vector<Held> held_;  // kReorderSlots, allocated on the first out-of-order packet
-  uint32_t held_count_ = 0;
-  uint64_t held_bytes_ = 0;
+  ReorderBuffer reorder_;  // selective repeat only
 
   std::vector<Response> responses_;  // ring, fixed size
   uint64_t resp_head_ = 0, resp_tail_ = 0;
