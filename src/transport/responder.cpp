@@ -13,7 +13,6 @@ namespace {
 // Every READ/atomic holds a resource while its response is queued, ACKs between them coalesce,
 // and at most one NAK is outstanding before the QP stops: 2 * 255 + a few slots always suffice.
 constexpr uint32_t kResponseSlots = 2 * 255 + 8;
-constexpr uint32_t kGrhBytes = 40;  // ibv_post_recv: UD buffers start with room for the GRH
 }  // namespace
 
 Responder::Responder(QpContext& ctx) : ctx_(ctx), responses_(kResponseSlots) {
@@ -31,7 +30,7 @@ void Responder::reset() {
   recv_offset_ = write_va_ = write_left_ = write_total_ = 0;
   write_rkey_ = 0;
   uc_dropping_ = false;
-  release_held(epsn_, true);
+  reorder_.clear();
   resources_.assign(std::max<uint32_t>(1, ctx_.config.max_dest_rd_atomic), Resource{});
   resource_clock_ = 0;
   resp_head_ = resp_tail_ = 0;
@@ -100,13 +99,11 @@ void Responder::receive_rc(const RxPacket& pkt, Nanos now) {
     return;
   }
   nak_outstanding_ = false;
-  if (apply(h, pkt.payload)) {
-    if (held_count_ > 0) {
-      release_held(h.bth.psn + 1, false);
-      drain();
-    }
-  } else {
-    release_held(epsn_, true);
+  if (!apply(h, pkt.payload)) {
+    reorder_.clear();
+  } else if (!reorder_.empty()) {
+    release_held(h.bth.psn + 1);
+    drain();
   }
 }
 
@@ -130,62 +127,41 @@ bool Responder::apply(const wire::TransportHeaders& h, std::span<const uint8_t> 
 // fills. What selective repeat saves is the retransmission of everything after the hole.
 
 void Responder::hold(const wire::TransportHeaders& h, std::span<const uint8_t> payload, int32_t d) {
-  const auto tell = [&] {
-    // One NAK per hole (the go-back-N rule, IBA 9.7.5.2.3): it names the first missing PSN, and
-    // a selective-repeat requester resends that packet only.
-    if (!nak_outstanding_) queue_seq_nak();
-  };
-  // Beyond the buffer (a peer whose window is larger than it, or a ghost), longer than any valid
-  // packet, or over the byte budget: a counted drop. The requester recovers it by going back or by
-  // its timer.
-  if (static_cast<uint32_t>(d) >= kReorderSlots || payload.size() > ctx_.mtu() ||
-      held_bytes_ + payload.size() > kReorderBytes) {
-    ++ctx_.counters.ooo_dropped;
-    ++ctx_.counters.rx_dropped;
-    tell();
-    return;
+  switch (reorder_.hold(h, payload, d, ctx_.mtu())) {
+    case ReorderBuffer::Hold::kHeld:
+      ++ctx_.counters.ooo_buffered;
+      break;
+    case ReorderBuffer::Hold::kDuplicate:
+      ++ctx_.counters.ooo_duplicates;
+      ++ctx_.counters.duplicate_requests;
+      ++ctx_.counters.rx_dropped;
+      return;
+    case ReorderBuffer::Hold::kNoRoom:
+      // A peer whose window is larger than the buffer, a ghost, or a packet longer than any valid
+      // one: a counted drop. The requester recovers it by going back or by its timer.
+      ++ctx_.counters.ooo_dropped;
+      ++ctx_.counters.rx_dropped;
+      break;
   }
-  if (held_.empty()) held_.resize(kReorderSlots);
-  Held& s = slot(h.bth.psn);
-  if (s.used) {
-    // Slots map PSN modulo kReorderSlots and d < kReorderSlots, so a used slot holds this PSN.
-    ++ctx_.counters.ooo_duplicates;
-    ++ctx_.counters.duplicate_requests;
-    ++ctx_.counters.rx_dropped;
-    return;
-  }
-  s.used = true;
-  s.psn = h.bth.psn;
-  s.hdr = h;
-  s.payload.assign(payload.begin(), payload.end());
-  ++held_count_;
-  held_bytes_ += payload.size();
-  ++ctx_.counters.ooo_buffered;
-  tell();
+  // One NAK per hole (the go-back-N rule, IBA 9.7.5.2.3): it names the first missing PSN, and a
+  // selective-repeat requester resends that packet only.
+  if (!nak_outstanding_) queue_seq_nak();
 }
 
 void Responder::drain() {
   // Bounded: each step frees a slot, and there are kReorderSlots.
-  while (held_count_ > 0) {
-    Held& s = slot(epsn_);
-    if (!s.used || s.psn != epsn_) break;
-    s.used = false;
-    --held_count_;
-    held_bytes_ -= s.payload.size();
+  ReorderBuffer::Packet next;
+  while (reorder_.take(epsn_, next)) {
     const Psn from = epsn_ + 1;
-    // Applied from a copy of the payload's storage, which is then given back: what stays
-    // allocated is bounded by what is held (kReorderBytes), not by the slots ever used.
-    std::vector<uint8_t> payload;
-    payload.swap(s.payload);
-    if (!apply(s.hdr, payload)) {
+    if (!apply(next.hdr, next.payload)) {
       // RNR NAK or a fatal NAK: the requester goes back to that PSN (IBA 9.7.5.2.8) or the QP
       // stops, so what is held would only be duplicates.
-      release_held(epsn_, true);
+      reorder_.clear();
       return;
     }
-    release_held(from, false);
+    release_held(from);
   }
-  if (held_count_ > 0) {
+  if (!reorder_.empty()) {
     // The filled hole revealed the next one (the slot at epsn is empty), and packets behind it
     // are already here: name it at once rather than waiting for another out-of-order arrival. The
     // NAK also acknowledges everything before it (IBA 9.7.5.2.3).
@@ -215,29 +191,9 @@ void Responder::queue_seq_nak() {
   queue_nak(epsn_, aeth);
 }
 
-void Responder::release_held(Psn from, bool all) {
-  if (held_count_ == 0) return;
-  if (all) {
-    for (Held& s : held_) {
-      s.used = false;
-      std::vector<uint8_t>().swap(s.payload);
-    }
-    held_count_ = 0;
-    held_bytes_ = 0;
-    return;
-  }
-  // Only PSNs within kReorderSlots of the old epsn can be held: bounded by the buffer.
-  const int32_t n = std::min<int32_t>(epsn_.distance_from(from), kReorderSlots);
-  for (int32_t i = 0; i < n; ++i) {
-    Held& s = slot(from + i);
-    if (s.used && s.psn == from + i) {
-      s.used = false;
-      --held_count_;
-      held_bytes_ -= s.payload.size();
-      std::vector<uint8_t>().swap(s.payload);
-      ++ctx_.counters.rx_dropped;  // a PSN a READ's responses use is not a request of its own
-    }
-  }
+void Responder::release_held(Psn from) {
+  // A PSN a READ's responses use is not a request of its own.
+  ctx_.counters.rx_dropped += reorder_.release(from, epsn_);
 }
 
 Responder::Verdict Responder::check_op_sequence(const wire::OpcodeInfo& info) const {
@@ -561,37 +517,20 @@ void Responder::receive_ud(const RxPacket& pkt) {
     ++ctx_.counters.rx_dropped;
     return;
   }
-  const uint32_t total = kGrhBytes + static_cast<uint32_t>(pkt.payload.size());
+  const uint32_t total = wire::kGrhBytes + static_cast<uint32_t>(pkt.payload.size());
   if (total > recv_->length) {
     complete_recv(WcStatus::kLocLenErr, WcOpcode::kRecv, 0, 0, 0, h.deth.src_qp);
     return;
   }
-  // The first 40 bytes get the GRH. RoCEv2 over IPv4 has none: as mlx5 and Linux's
-  // union rdma_network_hdr lay it out, 20 bytes of zeros come first, then the IPv4 header. Both
-  // are rebuilt from what the link saw: addresses, lengths, traffic class and hop limit (an IPv4
-  // identification of 0 and an IPv6 flow label of 0: the link does not see those).
-  std::array<uint8_t, kGrhBytes> grh{};
-  const uint32_t udp_len =
-      wire::kUdpBytes + info.header_bytes + total - kGrhBytes + h.bth.pad_count + wire::kIcrcBytes;
-  if (gid_is_ipv4(pkt.sgid)) {
-    wire::Ipv4 ip;
-    ip.total_length = static_cast<uint16_t>(wire::kIpv4Bytes + udp_len);
-    wire::set_traffic_class(ip, pkt.traffic_class);
-    ip.ttl = pkt.hop_limit;
-    std::copy_n(pkt.sgid.begin() + 12, 4, ip.src.begin());
-    std::copy_n(pkt.dgid.begin() + 12, 4, ip.dst.begin());
-    wire::write_ipv4(ip, std::span(grh).subspan(20));
-  } else {
-    wire::Ipv6 ip;
-    ip.payload_length = static_cast<uint16_t>(udp_len);
-    wire::set_traffic_class(ip, pkt.traffic_class);
-    ip.hop_limit = pkt.hop_limit;
-    ip.src = pkt.sgid;
-    ip.dst = pkt.dgid;
-    wire::write_ipv6(ip, grh);
-  }
+  // The first 40 bytes get the GRH, rebuilt from what the link saw: addresses, lengths, traffic
+  // class and hop limit.
+  const uint32_t udp_len = wire::kUdpBytes + info.header_bytes +
+                           static_cast<uint32_t>(pkt.payload.size()) + h.bth.pad_count +
+                           wire::kIcrcBytes;
+  const std::array<uint8_t, wire::kGrhBytes> grh = wire::build_ud_grh(
+      {pkt.sgid, pkt.dgid, pkt.traffic_class, pkt.hop_limit, static_cast<uint16_t>(udp_len)});
   if (!scatter(ctx_.memory, recv_->sge.data(), recv_->num_sge, 0, grh) ||
-      !scatter(ctx_.memory, recv_->sge.data(), recv_->num_sge, kGrhBytes, pkt.payload)) {
+      !scatter(ctx_.memory, recv_->sge.data(), recv_->num_sge, wire::kGrhBytes, pkt.payload)) {
     complete_recv(WcStatus::kLocProtErr, WcOpcode::kRecv, 0, 0, 0, h.deth.src_qp);
     return;
   }

@@ -47,6 +47,28 @@ uint32_t write_ipv6(const Ipv6& ip, std::span<uint8_t> out) {
   return kIpv6Bytes;
 }
 
+std::array<uint8_t, kGrhBytes> build_ud_grh(const GrhSource& src) {
+  std::array<uint8_t, kGrhBytes> grh{};
+  if (gid_is_ipv4(src.sgid)) {
+    Ipv4 ip;
+    ip.total_length = static_cast<uint16_t>(kIpv4Bytes + src.udp_length);
+    set_traffic_class(ip, src.traffic_class);
+    ip.ttl = src.hop_limit;
+    std::copy_n(src.sgid.begin() + 12, 4, ip.src.begin());
+    std::copy_n(src.dgid.begin() + 12, 4, ip.dst.begin());
+    write_ipv4(ip, std::span(grh).subspan(kGrhIpv4Offset));
+  } else {
+    Ipv6 ip;
+    ip.payload_length = src.udp_length;
+    set_traffic_class(ip, src.traffic_class);
+    ip.hop_limit = src.hop_limit;
+    ip.src = src.sgid;
+    ip.dst = src.dgid;
+    write_ipv6(ip, grh);
+  }
+  return grh;
+}
+
 uint32_t write_udp(const Udp& udp, std::span<uint8_t> out) {
   UROCE_CHECK(out.size() >= kUdpBytes);
   store_be16(&out[0], udp.src_port);

@@ -130,6 +130,25 @@ uint32_t write_udp(const Udp& udp, std::span<uint8_t> out);
 uint32_t write_ethernet(const Ethernet& eth, std::span<uint8_t> out);
 uint16_t ipv4_header_checksum(std::span<const uint8_t, kIpv4Bytes> header);
 
+// The Global Route Header area a UD receive buffer starts with (ibv_post_recv on UD: 40 bytes, the
+// size of an IPv6 header). RoCEv2 carries no GRH, so it is rebuilt from the IP header the packet
+// came in: for IPv6 that header fills the area; for IPv4, as mlx5 and Linux's union
+// rdma_network_hdr lay it out, 20 zero bytes come first and the IPv4 header takes the last 20.
+inline constexpr uint32_t kGrhBytes = kIpv6Bytes;
+inline constexpr uint32_t kGrhIpv4Offset = kGrhBytes - kIpv4Bytes;
+// What a UD receiver knows of the IP header its packet came in. An IPv4 sender is the one whose
+// GID is IPv4-mapped (::ffff:a.b.c.d).
+struct GrhSource {
+  Gid sgid{};  // sender
+  Gid dgid{};  // receiver
+  uint8_t traffic_class = 0;
+  uint8_t hop_limit = 0;    // IPv4 TTL
+  uint16_t udp_length = 0;  // UDP header to ICRC
+};
+// The 40 bytes. Fields the link does not see are written as a Linux UDP socket sends them: IPv4
+// identification 0 with DF set, IPv6 flow label 0. IPv4 also gets its header checksum.
+std::array<uint8_t, kGrhBytes> build_ud_grh(const GrhSource& src);
+
 // ECN and DSCP in place on an IP packet (version taken from the first nibble). IPv4's header
 // checksum is updated.
 Ecn read_ecn(std::span<const uint8_t> ip_packet);
