@@ -175,10 +175,28 @@ Requester::Next Requester::describe(const SendWqe& w, uint32_t pkt) const {
   return n;
 }
 
+bool Requester::may_transmit(Nanos now) const {
+  if (ctx_.state != QpState::kRts && ctx_.state != QpState::kSqd) return false;
+  return now >= ctx_.rnr_hold_until;  // the completer owns that deadline
+}
+
+Requester::Gate Requester::pace(Nanos now, uint32_t payload_len, Nanos* when) const {
+  if (ctx_.pacer.may_send(now, payload_len, ctx_.in_flight())) return Gate::kReady;
+  const Nanos t = ctx_.pacer.next_send_time(now, payload_len);
+  if (t <= now) return Gate::kBlocked;  // the pacer's window: wait for ACKs
+  *when = t;
+  return Gate::kPaced;
+}
+
+Requester::Gate Requester::resend_gate(Nanos now, uint64_t pos, uint32_t pkt, Next& next,
+                                       Nanos* when) const {
+  if (!may_transmit(now)) return Gate::kBlocked;
+  next = describe(ctx_.sq.at(pos), pkt);
+  return pace(now, next.payload_len, when);
+}
+
 Requester::Gate Requester::gate(Nanos now, Next& next, Nanos* when) const {
-  if (ctx_.state != QpState::kRts && ctx_.state != QpState::kSqd) return Gate::kBlocked;
-  if (cur_ >= ctx_.sq.tail()) return Gate::kBlocked;
-  if (now < ctx_.rnr_hold_until) return Gate::kBlocked;  // the completer owns that deadline
+  if (!may_transmit(now) || cur_ >= ctx_.sq.tail()) return Gate::kBlocked;
   const SendWqe& w = ctx_.sq.at(cur_);
   if (w.state == WqeState::kDone) return Gate::kBlocked;  // failed WQE: the QP is going to ERR
   if (w.state == WqeState::kPosted) {
@@ -198,13 +216,7 @@ Requester::Gate Requester::gate(Nanos now, Next& next, Nanos* when) const {
     if (ctx_.selective_repeat()) window = std::min(window, reorder_window(ctx_.mtu()));
     if (in_flight > 0 && uint64_t{in_flight} + next.psns > window) return Gate::kBlocked;
   }
-  if (!ctx_.pacer.may_send(now, next.payload_len, in_flight)) {
-    const Nanos t = ctx_.pacer.next_send_time(now, next.payload_len);
-    if (t <= now) return Gate::kBlocked;  // the pacer's window: wait for ACKs
-    *when = t;
-    return Gate::kPaced;
-  }
-  return Gate::kReady;
+  return pace(now, next.payload_len, when);
 }
 
 bool Requester::local_op_due() const {
@@ -249,17 +261,11 @@ Nanos Requester::ready_at(Nanos now) const {
   if (local_op_due()) return now;
   uint64_t pos = 0;
   uint32_t pkt = 0;
-  if (next_resend(&pos, &pkt)) {
-    if (ctx_.state != QpState::kRts && ctx_.state != QpState::kSqd) return kNever;
-    if (now < ctx_.rnr_hold_until) return kNever;
-    const Next next = describe(ctx_.sq.at(pos), pkt);
-    if (ctx_.pacer.may_send(now, next.payload_len, ctx_.in_flight())) return now;
-    const Nanos t = ctx_.pacer.next_send_time(now, next.payload_len);
-    return t <= now ? kNever : t;
-  }
   Next next;
   Nanos when = kNever;
-  switch (gate(now, next, &when)) {
+  const Gate g =
+      next_resend(&pos, &pkt) ? resend_gate(now, pos, pkt, next, &when) : gate(now, next, &when);
+  switch (g) {
     case Gate::kReady:
       return now;
     case Gate::kPaced:
@@ -398,8 +404,7 @@ void Requester::fill_headers(const SendWqe& w, uint32_t pkt, Psn psn, const Next
     h.atomic.compare = cas ? w.compare_add : 0;
   }
   if (ctx_.type == QpType::kUd) {
-    // IBA 10.2.5: a Q_Key with the high bit set means "use the QP's own Q_Key".
-    h.deth.qkey = (w.remote_qkey & 0x80000000u) ? ctx_.config.qkey : w.remote_qkey;
+    h.deth.qkey = (w.remote_qkey & kQkeyUseQpQkey) ? ctx_.config.qkey : w.remote_qkey;
     h.deth.src_qp = ctx_.qpn;
   }
 }
@@ -436,18 +441,26 @@ void Requester::count_retransmission(const Next& next) {
   ctx_.counters.retransmitted_bytes += next.payload_len;
 }
 
-bool Requester::build_resend(Nanos now, TxPacket& out) {
-  uint64_t pos = 0;
-  uint32_t pkt = 0;
-  if (!next_resend(&pos, &pkt)) {
-    resend_count_ = 0;  // every queued one is stale
+bool Requester::assemble(uint64_t pos, SendWqe& w, uint32_t pkt, Psn psn, const Next& next,
+                         TxPacket& out) {
+  wire::TransportHeaders h;
+  fill_headers(w, pkt, psn, next, h);
+  if (!gather(pos, w, next, out)) {
+    // The MR went away after post time (IBA 10.6.3): fail the WQE; the QP then goes to ERR.
+    fail(w, WcStatus::kLocProtErr);
     return false;
   }
-  if (ctx_.state != QpState::kRts && ctx_.state != QpState::kSqd) return false;
-  if (now < ctx_.rnr_hold_until) return false;
+  out.header_len = wire::write_transport_headers(h, out.header);
+  out.pad = h.bth.pad_count;
+  out.dest = ctx_.type == QpType::kUd ? &w.ah : &ctx_.config.path;
+  return true;
+}
+
+bool Requester::build_resend(Nanos now, uint64_t pos, uint32_t pkt, TxPacket& out) {
+  Next next;
+  Nanos when = kNever;
+  if (resend_gate(now, pos, pkt, next, &when) != Gate::kReady) return false;
   SendWqe& w = ctx_.sq.at(pos);
-  const Next next = describe(w, pkt);
-  if (!ctx_.pacer.may_send(now, next.payload_len, ctx_.in_flight())) return false;
   const Psn psn = w.first_psn + static_cast<int32_t>(pkt);
   // Entries before this one were stale; this one is served now.
   while (resend_count_ > 0) {
@@ -458,15 +471,7 @@ bool Requester::build_resend(Nanos now, TxPacket& out) {
   }
   // The same headers as the first time (IBA 9.7.4.1.3 asks a retry to repeat the packet), so a
   // FIRST carries its RETH again and a MIDDLE none: the responder needs nothing new to place it.
-  wire::TransportHeaders h;
-  fill_headers(w, pkt, psn, next, h);
-  if (!gather(pos, w, next, out)) {
-    fail(w, WcStatus::kLocProtErr);
-    return false;
-  }
-  out.header_len = wire::write_transport_headers(h, out.header);
-  out.pad = h.bth.pad_count;
-  out.dest = &ctx_.config.path;
+  if (!assemble(pos, w, pkt, psn, next, out)) return false;
   count_retransmission(next);
   ctx_.pacer.on_sent(now, next.payload_len);
   return true;
@@ -477,8 +482,8 @@ bool Requester::build(Nanos now, TxPacket& out) {
   if (resend_count_ > 0) {
     uint64_t pos = 0;
     uint32_t pkt = 0;
-    if (next_resend(&pos, &pkt)) return build_resend(now, out);
-    resend_count_ = 0;
+    if (next_resend(&pos, &pkt)) return build_resend(now, pos, pkt, out);
+    resend_count_ = 0;  // every queued one is stale
   }
   if (!run_local_ops()) return false;
   Next next;
@@ -486,16 +491,7 @@ bool Requester::build(Nanos now, TxPacket& out) {
   if (gate(now, next, &when) != Gate::kReady) return false;
   SendWqe& w = ctx_.sq.at(cur_);
   if (w.state == WqeState::kPosted && !start(w)) return false;
-  wire::TransportHeaders h;
-  fill_headers(w, pkt_, ctx_.next_psn, next, h);
-  if (!gather(cur_, w, next, out)) {
-    // The MR went away after post time (IBA 10.6.3): fail the WQE; the QP then goes to ERR.
-    fail(w, WcStatus::kLocProtErr);
-    return false;
-  }
-  out.header_len = wire::write_transport_headers(h, out.header);
-  out.pad = h.bth.pad_count;
-  out.dest = ctx_.type == QpType::kUd ? &w.ah : &ctx_.config.path;
+  if (!assemble(cur_, w, pkt_, ctx_.next_psn, next, out)) return false;
 
   if (ctx_.next_psn.before(ctx_.max_psn)) count_retransmission(next);
   ctx_.next_psn += static_cast<int32_t>(next.psns);

@@ -15,10 +15,16 @@ class Requester {
   // ibv_post_send: validates and queues (or, in ERR, completes with WR_FLUSH_ERR).
   int post(const SendWr& wr);
   // Forgets all sending progress (QP reset).
-  void reset() { cur_ = ctx_.sq.head(), pkt_ = 0, resend_count_ = 0; }
+  void reset() {
+    cur_ = ctx_.sq.head();
+    pkt_ = 0;
+    resend_count_ = 0;
+  }
   // Keeps the cursor inside the send queue after the completer retired WQEs.
   void clamp() {
-    if (cur_ < ctx_.sq.head()) cur_ = ctx_.sq.head(), pkt_ = 0;
+    if (cur_ >= ctx_.sq.head()) return;
+    cur_ = ctx_.sq.head();
+    pkt_ = 0;
   }
   // Go-back-N (IBA 9.7.4.1.3): the next packet sent is the one with `psn`, which must lie in
   // [una, max_psn]. Drops any queued selective retransmission (they are all resent anyway).
@@ -40,7 +46,14 @@ class Requester {
     uint32_t payload_len = 0;
     uint32_t psns = 1;  // PSNs this packet uses (a READ request uses one per response packet)
   };
+  // The checks every request packet passes, new or resent, in one place: the QP state and the RNR
+  // wait (may_transmit), then the pacer (pace).
+  bool may_transmit(Nanos now) const;
+  Gate pace(Nanos now, uint32_t payload_len, Nanos* when) const;
+  // Whether the next new packet may go; `next` describes it.
   Gate gate(Nanos now, Next& next, Nanos* when) const;
+  // Whether the retransmission of packet `pkt` of the WQE at `pos` may go; `next` describes it.
+  Gate resend_gate(Nanos now, uint64_t pos, uint32_t pkt, Next& next, Nanos* when) const;
   // Carries out the BIND_MW and LOCAL_INV WQEs at the cursor, in posting order, and passes over
   // those already done; false if one must wait (fence, SQD) or failed.
   bool run_local_ops();
@@ -52,7 +65,7 @@ class Requester {
   // The queued retransmission that goes next: its WQE position and packet index; false (and
   // stale entries skipped) if none.
   bool next_resend(uint64_t* pos, uint32_t* pkt) const;
-  bool build_resend(Nanos now, TxPacket& out);
+  bool build_resend(Nanos now, uint64_t pos, uint32_t pkt, TxPacket& out);
   Next describe(const SendWqe& w, uint32_t pkt) const;
   // Assigns PSNs and checks lengths and local keys (IBA 10.6.3); false if the WQE failed.
   bool start(SendWqe& w);
@@ -66,6 +79,9 @@ class Requester {
   // Points out.payload at the bytes of this packet of the WQE at `pos`; false if a local key no
   // longer holds.
   bool gather(uint64_t pos, SendWqe& w, const Next& next, TxPacket& out);
+  // Headers and payload of packet `pkt` of the WQE at `pos`, carrying `psn`, into `out`; false
+  // (and the WQE failed) if a local key no longer holds.
+  bool assemble(uint64_t pos, SendWqe& w, uint32_t pkt, Psn psn, const Next& next, TxPacket& out);
   void count_retransmission(const Next& next);
 
   QpContext& ctx_;
