@@ -110,7 +110,8 @@ class QpImpl final : public TransportQp {
     }
     // IBA 9.6.1.1: the opcode's service must be the QP's, and (9.6.1.1.1) the P_Key must match
     // in its low 15 bits.
-    if (!service_matches(info) || (h.bth.pkey & 0x7fff) != (ctx_.config.pkey & 0x7fff)) {
+    if (!service_matches(info) ||
+        (h.bth.pkey & kPkeyBaseMask) != (ctx_.config.pkey & kPkeyBaseMask)) {
       ++ctx_.counters.rx_dropped;
       return;
     }

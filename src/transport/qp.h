@@ -46,6 +46,11 @@ enum class LossRecovery : uint8_t { kGoBackN, kSelectiveRepeat };
 // kPerMessage (its receive completion reports the whole message's length).
 enum class WriteSegments : uint8_t { kPerPacket, kPerMessage };
 
+// retry_cnt and rnr_retry are 3-bit fields (IBA 9.7.6.1.3, 9.7.5.2.8).
+inline constexpr uint8_t kMaxRetryCnt = 7;
+// An rnr_retry of 7 never runs out: the requester retries after RNR NAKs forever (IBA 9.7.5.2.8).
+inline constexpr uint8_t kRnrRetryForever = 7;
+
 // Attributes the transport acts on (a subset of ibv_qp_attr; the verbs layer validates masks and
 // state transitions before it calls configure()).
 struct QpConfig {
@@ -53,14 +58,14 @@ struct QpConfig {
   Psn sq_psn;                      // first PSN the requester sends
   Psn rq_psn;                      // first PSN the responder expects
   uint32_t path_mtu_bytes = 1024;  // 256 .. 4096
-  uint8_t timeout = 14;   // local ACK timeout 4.096 us * 2^timeout; 0 = infinite (IBA 9.7.6.1.3)
-  uint8_t retry_cnt = 7;  // 0..7
-  uint8_t rnr_retry = 7;  // 0..6, 7 = infinite
-  uint8_t min_rnr_timer = 12;      // RNR NAK timer code we send (IBA table 45)
-  uint8_t max_rd_atomic = 1;       // outstanding READ/atomic we initiate
-  uint8_t max_dest_rd_atomic = 1;  // READ/atomic we answer (responder resources)
-  uint32_t qp_access_flags = 0;    // kAccessRemoteWrite / Read / Atomic allowed on this QP
-  uint32_t qkey = 0;               // UD
+  uint8_t timeout = 14;  // local ACK timeout 4.096 us * 2^timeout; 0 = infinite (IBA 9.7.6.1.3)
+  uint8_t retry_cnt = kMaxRetryCnt;
+  uint8_t rnr_retry = kRnrRetryForever;  // 0..6, or kRnrRetryForever
+  uint8_t min_rnr_timer = 12;            // RNR NAK timer code we send (IBA table 45)
+  uint8_t max_rd_atomic = 1;             // outstanding READ/atomic we initiate
+  uint8_t max_dest_rd_atomic = 1;        // READ/atomic we answer (responder resources)
+  uint32_t qp_access_flags = 0;          // kAccessRemoteWrite / Read / Atomic allowed on this QP
+  uint32_t qkey = 0;                     // UD
   uint16_t pkey = 0xffff;
   AddressVector path;  // RC/UC primary path
   bool sq_sig_all = false;

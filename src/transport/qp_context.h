@@ -32,6 +32,10 @@ inline constexpr uint32_t reorder_window(uint32_t mtu) {
   const uint64_t by_bytes = kReorderBytes / (mtu == 0 ? 1 : mtu);
   return by_bytes < kReorderSlots ? static_cast<uint32_t>(by_bytes) : kReorderSlots;
 }
+// IBA 9.6.1.1.1: P_Keys match in their low 15 bits (the base); the top bit is the membership type.
+inline constexpr uint16_t kPkeyBaseMask = 0x7fff;
+// IBA 10.2.5: a work request's Q_Key with this bit set means "use the QP's own Q_Key".
+inline constexpr uint32_t kQkeyUseQpQkey = 0x80000000u;
 // Selective retransmissions queued at the requester (one per sequence NAK or timeout; the
 // responder names one hole at a time, so a handful is plenty; more falls back to go-back-N).
 inline constexpr uint32_t kMaxPendingResends = 16;
@@ -69,9 +73,9 @@ struct QpContext {
   // Requester PSN space: [una, next_psn) is in flight; max_psn is one past the highest PSN ever
   // sent (next_psn < max_psn while retransmitting).
   Psn una, next_psn, max_psn;
-  uint32_t rd_atomic_outstanding = 0;
+  uint32_t rd_atomic_outstanding = 0;  // READ/atomic WQEs started and not yet retired
   // After an RNR NAK the requester sends nothing before this time (IBA 9.7.5.2.8).
-  Nanos rnr_hold_until = 0;  // READ/atomic WQEs started and not yet retired
+  Nanos rnr_hold_until = 0;
   // Set by an engine that hit an error the spec makes fatal for the QP; the QP moves to ERR
   // once the engine returns (so the error completion goes out before the flushes).
   bool error_pending = false;
