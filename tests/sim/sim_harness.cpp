@@ -14,7 +14,7 @@
 #include "common/psn.h"
 #include "fabric/event_loop.h"
 #include "fabric/lossy_network.h"
-#include "link/sim_link.h"
+#include "fabric/sim_link.h"
 #include "verbs/cq.h"
 #include "verbs/device.h"
 #include "verbs/mr.h"
@@ -253,7 +253,7 @@ struct QpEnd {
 struct Node {
   int index = 0;
   // Members in construction order; destroyed in reverse (children before parents).
-  std::unique_ptr<link::SimLink> link;
+  std::unique_ptr<fabric::SimLink> link;
   std::unique_ptr<v::Device> dev;
   std::unique_ptr<v::Context> ctx;
   std::unique_ptr<v::ProtectionDomain> pd;
@@ -618,7 +618,7 @@ bool World::build() {
     } else {
       gid = gid_from_ipv4({10, 0, 0, static_cast<uint8_t>(i + 1)});
     }
-    auto link = link::SimLink::create(net_, gid);
+    auto link = fabric::SimLink::create(net_, gid);
     if (!link) return fail("SimLink::create failed");
     node->link = std::move(*link);
     v::DeviceConfig cfg;

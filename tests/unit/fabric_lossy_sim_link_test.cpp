@@ -11,13 +11,14 @@
 
 #include "fabric/event_loop.h"
 #include "fabric/lossy_network.h"
-#include "link/sim_link.h"
+#include "fabric/sim_link.h"
 #include "wire/packet.h"
 
 namespace uroce::link {
 namespace {
 
 using fabric::EventLoop;
+using fabric::SimLink;
 using fabric::LossyNetwork;
 using fabric::NetworkConfig;
 
