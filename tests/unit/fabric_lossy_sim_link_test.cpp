@@ -18,9 +18,9 @@ namespace uroce::link {
 namespace {
 
 using fabric::EventLoop;
-using fabric::SimLink;
 using fabric::LossyNetwork;
 using fabric::NetworkConfig;
+using fabric::SimLink;
 
 struct Received {
   wire::TransportHeaders hdr;
