@@ -2,8 +2,9 @@
 // The one world core of the simulator: a fabric EventLoop (virtual clock, seeded randomness,
 // links and switches) with verbs Devices and a driver's own actors attached to it as event
 // targets. A device runs a progress pass when its event comes due and schedules its next event at
-// the deadline the pass returns; a packet landing in its link's inbox and a post by the driver
-// wake it. Nothing polls on a fixed step: the clock jumps from one event to the next.
+// the deadline the pass returns; a packet landing in its link's inbox wakes it, and the driver
+// wakes it after a post (wake_now). Nothing polls on a fixed step: the clock jumps from one event
+// to the next.
 //
 // Rounds. Devices and actors ("participants") are late events (fabric/event_loop.h): at any
 // instant they act only after every fabric event due then, and within an instant they act in
@@ -13,6 +14,7 @@
 // deadline, then give every due device a pass in turn", so a seeded world replays the same way
 // however its participants are woken.
 //
+// The loop's late events belong to the core: nothing else may schedule_late_at on it.
 // Not thread-safe: one world, one thread.
 #include <cstddef>
 #include <cstdint>
