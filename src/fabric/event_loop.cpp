@@ -13,7 +13,16 @@ EventLoop::EventLoop(uint64_t seed, size_t max_pending)
 }
 
 bool EventLoop::schedule_at(Nanos time, EventTarget& target, uint32_t kind, uint64_t arg) {
-  if (time < now_) {
+  return push(Event{time, 0, &target, arg, 0, kind, false});
+}
+
+bool EventLoop::schedule_late_at(Nanos time, uint64_t order, EventTarget& target, uint32_t kind,
+                                 uint64_t arg) {
+  return push(Event{time, 0, &target, arg, order, kind, true});
+}
+
+bool EventLoop::push(const Event& event) {
+  if (event.time < now_) {
     ++counters_.rejected_past;
     return false;
   }
@@ -21,7 +30,8 @@ bool EventLoop::schedule_at(Nanos time, EventTarget& target, uint32_t kind, uint
     ++counters_.rejected_full;
     return false;
   }
-  heap_.push_back(Event{time, next_seq_++, &target, arg, kind});
+  heap_.push_back(event);
+  heap_.back().seq = next_seq_++;
   sift_up(heap_.size() - 1);
   ++counters_.scheduled;
   if (heap_.size() > counters_.max_pending) counters_.max_pending = heap_.size();

@@ -1,12 +1,17 @@
 #pragma once
 // Virtual time and a deterministic discrete-event loop. Everything in a simulated world (links,
 // switches, PFC timers, devices' progress) runs as events on one EventLoop, which owns the world's
-// clock and its one seeded random generator, so a world is a pure function of its seed.
+// clock and its one seeded random generator, so a world is a pure function of its seed. Devices
+// are event targets too: the world core (sim/world_core.h) schedules a device's progress pass at
+// the deadline its previous pass returned, and a packet arriving for it wakes it.
 //
 // Events are small PODs (target, kind, 64-bit argument) kept in a binary heap ordered by
-// (time, insertion sequence): two events due at the same nanosecond run in the order they were
-// scheduled, never in an order that depends on the heap's layout or on pointer values. There is no
-// per-event allocation: the heap's storage is reserved up to its bound when the loop is made.
+// (time, late, order, insertion sequence): two ordinary events due at the same nanosecond run in
+// the order they were scheduled, never in an order that depends on the heap's layout or on pointer
+// values. Late events (schedule_late_at) run after every ordinary event due at their nanosecond,
+// in the order their caller gives: the world core's devices act once the fabric has settled for
+// that instant. There is no per-event allocation: the heap's storage is reserved up to its bound
+// when the loop is made.
 //
 // Not thread-safe: one world, one thread. Several worlds may run side by side (no globals).
 #include <cstddef>
@@ -32,7 +37,9 @@ struct Event {
   uint64_t seq = 0;
   EventTarget* target = nullptr;
   uint64_t arg = 0;
+  uint64_t order = 0;  // late events: their order among the late events of one nanosecond
   uint32_t kind = 0;
+  bool late = false;
 };
 
 struct EventLoopCounters {
@@ -62,8 +69,16 @@ class EventLoop {
     return schedule_at(delay >= kNever - now_ ? kNever : now_ + delay, target, kind, arg);
   }
 
+  // Like schedule_at, for an event that runs after every ordinary event due at `time` (including
+  // ones scheduled while those run); late events due together run by increasing `order`, then in
+  // the order they were scheduled.
+  [[nodiscard]] bool schedule_late_at(Nanos time, uint64_t order, EventTarget& target,
+                                      uint32_t kind, uint64_t arg = 0);
+
   // Time of the earliest pending event; kNever if none.
   Nanos next_time() const { return heap_.empty() ? kNever : heap_.front().time; }
+  // The event step() would run next; null if none. Valid until the next schedule or step.
+  const Event* peek() const { return heap_.empty() ? nullptr : &heap_.front(); }
   size_t pending() const { return heap_.size(); }
   size_t capacity() const { return max_pending_; }
 
@@ -87,8 +102,12 @@ class EventLoop {
 
  private:
   static bool later(const Event& a, const Event& b) {
-    return a.time != b.time ? a.time > b.time : a.seq > b.seq;
+    if (a.time != b.time) return a.time > b.time;
+    if (a.late != b.late) return a.late;
+    if (a.order != b.order) return a.order > b.order;
+    return a.seq > b.seq;
   }
+  bool push(const Event& e);
   void sift_up(size_t i);
   void sift_down(size_t i);
   Event pop();

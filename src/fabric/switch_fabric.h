@@ -22,7 +22,7 @@
 //  - PFC watchdog: a priority paused without progress for longer than `detect` has its queue
 //    dropped and incoming pauses ignored for `restore` (how SONiC and Junos break pause storms).
 //
-// Hosts attach through HostReceiver and host_send(); link::SimLink-style adapters can put real
+// Hosts attach through HostReceiver and host_send(); FabricLink (fabric_link.h) puts real
 // uroce devices on it (host_send_ip carries a whole IP packet and sets CE in its bytes).
 //
 // Fast: packets are pooled descriptors moved by index, events are two per hop, routes are

@@ -1,7 +1,9 @@
 #pragma once
 // A link moves RoCEv2 packets between a device and the network: UDP sockets in real time
-// (udp_link.h) or the emulated fabric in virtual time. It builds IP/UDP and the ICRC on the way
-// out, and parses, checks and counts on the way in. The progress engine is its only caller.
+// (udp_link.h) or the emulated fabric in virtual time (fabric/sim_link.h, fabric/fabric_link.h,
+// which live with the fabric so that this layer needs only the wire). It builds IP/UDP and the
+// ICRC on the way out, and parses, checks and counts on the way in. The progress engine is its
+// only caller.
 #include <cstddef>
 #include <cstdint>
 #include <functional>

@@ -43,15 +43,22 @@ struct Pair {
         moved = true;
         if (!drop || !drop(p, false)) a.deliver(p, now), ++delivered;
       }
-      if (n == 0 && !moved) {
-        const Nanos t = std::min(a.qp->next_deadline(now), b.qp->next_deadline(now));
-        if (t == kNever) return;
-        now = std::max(now, t);
-      } else {
-        now += 1000;  // 1 us of wire time per round
-      }
+      if (!advance(n == 0 && !moved)) return;
     }
     ADD_FAILURE() << "pump did not settle";
+  }
+
+  // The clock of every delivery loop here: a round that moved something costs 1 us of wire time;
+  // a quiet one jumps to the earliest deadline of either side. False if neither has one (idle).
+  bool advance(bool quiet) {
+    if (!quiet) {
+      now += 1000;
+      return true;
+    }
+    const Nanos t = std::min(a.qp->next_deadline(now), b.qp->next_deadline(now));
+    if (t == kNever) return false;
+    now = std::max(now, t);
+    return true;
   }
 };
 
@@ -96,13 +103,7 @@ inline void run_lossy(Pair& p, Lossy& w, int max_steps = 200000) {
       held.pop_front();
       (from_a ? p.b : p.a).deliver(pkt, p.now);
     }
-    if (n == 0 && wire.empty() && held.empty()) {
-      const Nanos t = std::min(p.a.qp->next_deadline(p.now), p.b.qp->next_deadline(p.now));
-      if (t == kNever) return;
-      p.now = std::max(p.now, t);
-    } else {
-      p.now += 1000;
-    }
+    if (!p.advance(n == 0 && wire.empty() && held.empty())) return;
   }
   ADD_FAILURE() << "did not settle";
 }

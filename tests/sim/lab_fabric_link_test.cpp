@@ -1,4 +1,4 @@
-// Real verbs Devices on the switched fabric through link::FabricLink: verified RDMA WRITEs across
+// Real verbs Devices on the switched fabric through fabric::FabricLink: verified RDMA WRITEs across
 // a dumbbell, and DCQCN closing the loop through a CE-marking bottleneck.
 #include <gtest/gtest.h>
 

@@ -14,7 +14,8 @@
 #include "common/psn.h"
 #include "fabric/event_loop.h"
 #include "fabric/lossy_network.h"
-#include "link/sim_link.h"
+#include "fabric/sim_link.h"
+#include "sim/world_core.h"
 #include "verbs/cq.h"
 #include "verbs/device.h"
 #include "verbs/mr.h"
@@ -61,50 +62,6 @@ uint8_t initial_byte(uint64_t seed, int node, int arena, size_t off) {
   uint64_t s = seed ^ (uint64_t(node) << 56) ^ (uint64_t(arena) << 48) ^ (off / 8);
   return static_cast<uint8_t>(fabric::splitmix64(s) >> (8 * (off % 8)));
 }
-
-// Counters of the selective-repeat decorators, summed as their QPs are destroyed.
-struct RecoveryTotals {
-  uint64_t retransmitted_bytes = 0, ooo_buffered = 0, ooo_dropped = 0;
-};
-
-// Sets the loss recovery and PSN window this world chose for one QP end at every configure(),
-// whatever the verbs layer passes, so the harness tests the transport's behaviour in each mode.
-class RecoveryQp final : public transport::TransportQp {
- public:
-  RecoveryQp(std::unique_ptr<TransportQp> inner, transport::LossRecovery mode, uint32_t window,
-             RecoveryTotals& totals)
-      : inner_(std::move(inner)), mode_(mode), window_(window), totals_(totals) {}
-  ~RecoveryQp() override {
-    const transport::QpCounters& c = inner_->counters();
-    totals_.retransmitted_bytes += c.retransmitted_bytes;
-    totals_.ooo_buffered += c.ooo_buffered;
-    totals_.ooo_dropped += c.ooo_dropped;
-  }
-  int post_send(const transport::SendWr& wr) override { return inner_->post_send(wr); }
-  int post_recv(const transport::RecvWr& wr) override { return inner_->post_recv(wr); }
-  void configure(const transport::QpConfig& config) override {
-    transport::QpConfig c = config;
-    c.loss_recovery = mode_;
-    if (window_ != 0) c.max_psn_window = window_;
-    inner_->configure(c);
-  }
-  void set_state(transport::QpState s) override { inner_->set_state(s); }
-  transport::QpState state() const override { return inner_->state(); }
-  void receive(const wire::RxPacket& p, Nanos now) override { inner_->receive(p, now); }
-  size_t transmit(Nanos now, wire::PacketSink& sink, size_t budget) override {
-    return inner_->transmit(now, sink, budget);
-  }
-  Nanos next_deadline(Nanos now) const override { return inner_->next_deadline(now); }
-  uint32_t qpn() const override { return inner_->qpn(); }
-  const transport::QpCounters& counters() const override { return inner_->counters(); }
-  cc::Pacer& pacer() override { return inner_->pacer(); }
-
- private:
-  std::unique_ptr<TransportQp> inner_;
-  transport::LossRecovery mode_;
-  uint32_t window_;
-  RecoveryTotals& totals_;
-};
 
 // ---- Memory -------------------------------------------------------------------------------------
 
@@ -253,8 +210,9 @@ struct QpEnd {
 struct Node {
   int index = 0;
   // Members in construction order; destroyed in reverse (children before parents).
-  std::unique_ptr<link::SimLink> link;
+  std::unique_ptr<fabric::SimLink> link;
   std::unique_ptr<v::Device> dev;
+  WorldCore::ParticipantId device = 0;  // in the world core
   std::unique_ptr<v::Context> ctx;
   std::unique_ptr<v::ProtectionDomain> pd;
   std::unique_ptr<v::CompletionQueue> scq, rcq;
@@ -301,7 +259,9 @@ class World {
   // Building.
   bool build();
   bool connect(Conn& c);
-  // Running.
+  // Running: the poster acts first in a round, then the devices, then the checker.
+  void poster_act(Nanos now);
+  void checker_act();
   bool post_due();
   bool post(Op& op);
   bool post_recv_for(Op& op);
@@ -327,9 +287,11 @@ class World {
   Rng wl_rng_;   // the workload's own stream: changing the network doesn't change the workload
   Rng rnr_rng_;  // late RECVs
   Rng sr_rng_;   // selective repeat: window and (mixed worlds) each QP end's mode
-  RecoveryTotals recovery_totals_;
   EventLoop loop_;
   LossyNetwork net_;
+  WorldCore core_;
+  WorldCore::ParticipantId poster_ = 0, checker_ = 0;
+  enum Phase { kWork, kFlush, kDone } phase_ = kWork;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<Conn> conns_;
   std::vector<Op> ops_;
@@ -360,7 +322,8 @@ World::World(uint64_t seed, const SimOptions& opt)
       rnr_rng_(sub_seed(seed, 3)),
       sr_rng_(sub_seed(seed, 5)),
       loop_(sub_seed(seed, 2), size_t{1} << 16),
-      net_(loop_, net_config()) {
+      net_(loop_, net_config()),
+      core_(loop_) {
   draw_params();
 }
 
@@ -609,6 +572,7 @@ bool World::build() {
     n[kAtomic] += kTailReserve;
   }
 
+  poster_ = core_.add_actor([this](Nanos now) { poster_act(now); });
   for (int i = 0; i < p_.nodes; ++i) {
     auto node = std::make_unique<Node>();
     node->index = i;
@@ -618,27 +582,18 @@ bool World::build() {
     } else {
       gid = gid_from_ipv4({10, 0, 0, static_cast<uint8_t>(i + 1)});
     }
-    auto link = link::SimLink::create(net_, gid);
+    auto link = fabric::SimLink::create(net_, gid);
     if (!link) return fail("SimLink::create failed");
     node->link = std::move(*link);
     v::DeviceConfig cfg;
     cfg.name = format("sim%d", i);
     cfg.port.active_mtu = v::Mtu::k4096;
     // The real transport, named explicitly: the harness tests it, whatever the default is.
-    cfg.transport_factory =
-        [this](transport::QpType type, uint32_t qpn, const transport::QpCapabilities& caps,
-               transport::MemoryAccess& memory, transport::CompletionSink& scq,
-               transport::CompletionSink& rcq,
-               transport::RecvQueue* srq) -> std::unique_ptr<transport::TransportQp> {
-      auto qp = transport::TransportQp::create(type, qpn, caps, memory, scq, rcq, srq);
-      const bool sr = opt_.recovery == Recovery::kSelectiveRepeat ||
-                      (opt_.recovery == Recovery::kMixed && sr_rng_.chance(0.5));
-      return std::make_unique<RecoveryQp>(
-          std::move(qp),
-          sr ? transport::LossRecovery::kSelectiveRepeat : transport::LossRecovery::kGoBackN,
-          p_.sr_window, recovery_totals_);
-    };
+    cfg.transport_factory = v::default_transport_factory();
     node->dev = std::make_unique<v::Device>(*node->link, cfg);
+    node->device = core_.add_device(*node->dev, [this](Nanos) { core_.wake_now(checker_); });
+    net_.set_arrival_notify(node->link->endpoint(), &core_.waker(node->device),
+                            WorldCore::kWakeKind);
     auto ctx = node->dev->open();
     if (!ctx) return fail("Device::open failed");
     node->ctx = std::move(*ctx);
@@ -680,6 +635,7 @@ bool World::build() {
     }
     nodes_.push_back(std::move(node));
   }
+  checker_ = core_.add_actor([this](Nanos) { checker_act(); });
   for (Conn& c : conns_) {
     if (!connect(c)) return false;
   }
@@ -699,6 +655,12 @@ bool World::connect(Conn& c) {
     init.cap.max_send_sge = 4;
     init.cap.max_recv_sge = 4;
     init.cap.max_inline_data = 64;
+    // Drawn in creation order, so each end's mode is what it was when a factory drew it.
+    const bool sr = opt_.recovery == Recovery::kSelectiveRepeat ||
+                    (opt_.recovery == Recovery::kMixed && sr_rng_.chance(0.5));
+    init.loss_recovery =
+        sr ? transport::LossRecovery::kSelectiveRepeat : transport::LossRecovery::kGoBackN;
+    init.max_psn_window = p_.sr_window;
     auto qp = n.pd->create_qp(init);
     if (!qp) return fail(format("create_qp failed: %d", qp.error()));
     e.qp = std::move(*qp);
@@ -806,6 +768,7 @@ bool World::post_recv(QpEnd& e, const Recv& rv) {
   wr.sg_list = {&sge, rv.len == 0 ? size_t{0} : size_t{1}};
   const int rc = e.qp->post_recv(wr);
   if (rc != 0) return fail(format("post_recv %d: %d", rv.id, rc));
+  core_.wake_now(nodes_[static_cast<size_t>(rv.node)]->device);
   e.rq.push_back(rv.id);
   return true;
 }
@@ -912,6 +875,7 @@ bool World::post(Op& op) {
   if (consumes_recv(op.opcode) && !post_recv_for(op)) return false;
   const int rc = me.qp->post_send(wr);
   if (rc != 0) return fail(format("post_send %s: %d", op_str(op).c_str(), rc));
+  core_.wake_now(n.device);
   me.sq.push_back(op.id);
   op.posted = true;
   ++result_.stats.wrs;
@@ -1292,56 +1256,64 @@ void World::inject_end_fault() {
   }
 }
 
+void World::poster_act(Nanos now) {
+  core_.wake_now(checker_);
+  Nanos next = kNever;
+  if (phase_ == kWork) {
+    // A burst posted: every device gets another pass at this instant, after the one it gets now.
+    if (post_due()) core_.round_at(now);
+    next = release_held();
+  }
+  if (opt_.fault == Fault::kBlackHole && !fault_done_ && next_post_ * 2 >= ops_.size()) {
+    fault_done_ = true;
+    fabric::PathParams dead = p_.path;
+    dead.loss = 1.0;
+    net_.set_all_paths(dead);
+  }
+  if (phase_ == kWork && next_post_ < ops_.size()) next = std::min(next, next_post_at_);
+  if (next != kNever) core_.wake(poster_, next);
+}
+
+void World::checker_act() {
+  poll_all();
+  if (phase_ == kWork && all_sends_done()) {
+    flush_all();
+    phase_ = kFlush;
+    core_.wake_all_devices();
+  } else if (phase_ == kFlush && all_recvs_done()) {
+    phase_ = kDone;
+    core_.stop();
+  }
+}
+
 SimResult World::run() {
   plan();
   if (!build()) return result_;
-  enum Phase { kWork, kFlush, kDone } phase = kWork;
-  uint64_t steps = 0, same_time = 0;
-  Nanos last = 0;
-  while (result_.ok && phase != kDone) {
-    if (++steps > kDriverStepBound) {
+  WorldCore::Limits limits;
+  limits.time = kVirtualTimeBound;
+  limits.rounds = kDriverStepBound;
+  limits.rounds_at_one_time = kSameTimeStepBound;
+  core_.wake(poster_, loop_.now());
+  const WorldCore::Outcome out = core_.run([this](Nanos) { return result_.ok; }, limits);
+  switch (out.end) {
+    case WorldCore::End::kRoundLimit:
       fail(format("driver step bound hit (%" PRIu64 " steps): livelock?", kDriverStepBound));
       break;
-    }
-    const Nanos now = loop_.now();
-    same_time = now == last ? same_time + 1 : 0;
-    last = now;
-    if (same_time > kSameTimeStepBound) {
+    case WorldCore::End::kStalled:
       fail("virtual time stopped moving: progress() keeps returning now");
       break;
-    }
-    Nanos wake = kNever;
-    if (phase == kWork && post_due()) wake = now;
-    if (phase == kWork) wake = std::min(wake, release_held());
-    if (opt_.fault == Fault::kBlackHole && !fault_done_ && next_post_ * 2 >= ops_.size()) {
-      fault_done_ = true;
-      fabric::PathParams dead = p_.path;
-      dead.loss = 1.0;
-      net_.set_all_paths(dead);
-    }
-    for (auto& n : nodes_) wake = std::min(wake, n->dev->progress(now));
-    poll_all();
-    if (phase == kWork && all_sends_done()) {
-      flush_all();
-      phase = kFlush;
-      wake = now;
-    } else if (phase == kFlush && all_recvs_done()) {
-      phase = kDone;
-      break;
-    }
-    Nanos next = std::min(wake, loop_.next_time());
-    if (phase == kWork && next_post_ < ops_.size()) next = std::min(next, next_post_at_);
-    if (next == kNever) {
+    case WorldCore::End::kIdle:
       fail("deadlock: work outstanding but no device deadline and no packet in flight");
       break;
-    }
-    if (next > kVirtualTimeBound) {
-      fail(format("virtual time bound: next wake-up at %" PRIu64 "ns", next));
+    case WorldCore::End::kTimeLimit:
+      fail(format("virtual time bound: next wake-up at %" PRIu64 "ns", out.next));
       break;
-    }
-    loop_.run_until(std::max(next, now));
+    case WorldCore::End::kDone:
+    case WorldCore::End::kStopped:
+      break;
   }
-  result_.stats.driver_steps = steps;
+  // A round the hook refused (after a failure) never ran.
+  result_.stats.driver_steps = out.end == WorldCore::End::kDone ? out.rounds - 1 : out.rounds;
   result_.stats.virtual_ns = loop_.now();
   if (result_.ok) {
     // Nothing may complete twice: after the end, the CQs stay empty.
@@ -1364,16 +1336,17 @@ SimResult World::run() {
   result_.stats.packets_duplicated = nc.duplicated;
   result_.trace_hash = loop_.trace_hash();
   for (auto& n : nodes_) {
+    // Device totals cover the QPs destroyed during the run too.
     for (const v::Counter& c : n->dev->counters()) {
       if (c.name == "retransmitted_packets") result_.stats.retransmitted += c.value;
+      if (c.name == "retransmitted_bytes") result_.stats.retransmitted_bytes += c.value;
+      if (c.name == "sr_ooo_held") result_.stats.ooo_buffered += c.value;
+      if (c.name == "sr_ooo_dropped") result_.stats.ooo_dropped += c.value;
     }
   }
   // Tear down children before parents (QPs, then MRs, CQs, PD, context, device).
   for (Conn& c : conns_)
     for (QpEnd& e : c.end) e.qp.reset();
-  result_.stats.retransmitted_bytes = recovery_totals_.retransmitted_bytes;
-  result_.stats.ooo_buffered = recovery_totals_.ooo_buffered;
-  result_.stats.ooo_dropped = recovery_totals_.ooo_dropped;
   return result_;
 }
 

@@ -45,6 +45,38 @@ TEST(FabricEventLoop, RunsInTimeOrderAndTiesInInsertionOrder) {
   EXPECT_EQ(loop.now(), 100u);
 }
 
+// Late events (the world core's devices) run after every ordinary event of their nanosecond, even
+// one an ordinary event schedules for that nanosecond, and among themselves by order, then FIFO.
+TEST(FabricEventLoop, LateEventsRunAfterTheInstantsOrdinaryOnesByOrder) {
+  EventLoop loop(1);
+  Recorder r;
+  struct Chain : EventTarget {
+    EventLoop* loop;
+    Recorder* r;
+    void on_event(uint32_t, uint64_t, Nanos now) override {
+      EXPECT_TRUE(loop->schedule_at(now, *r, 1, 99));  // same nanosecond, scheduled last
+    }
+  } chain;
+  chain.loop = &loop;
+  chain.r = &r;
+  ASSERT_TRUE(loop.schedule_late_at(50, 7, r, 2, 0));
+  ASSERT_TRUE(loop.schedule_late_at(50, 3, r, 2, 1));
+  ASSERT_TRUE(loop.schedule_late_at(50, 7, r, 2, 2));
+  ASSERT_TRUE(loop.schedule_at(50, chain, 0));
+  ASSERT_TRUE(loop.schedule_late_at(40, 9, r, 2, 3));
+  const Event* first = loop.peek();
+  ASSERT_TRUE(first != nullptr);
+  const bool first_late = first->late;
+  const Nanos first_time = first->time;
+  EXPECT_TRUE(first_late);
+  EXPECT_EQ(first_time, 40u);
+  EXPECT_EQ(loop.run_until(kNever), 6u);
+  ASSERT_EQ(r.seen.size(), 5u);
+  const uint64_t want[] = {3, 99, 1, 0, 2};
+  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(r.seen[i].arg, want[i]) << i;
+  EXPECT_TRUE(loop.peek() == nullptr);
+}
+
 TEST(FabricEventLoop, ManyTiesKeepInsertionOrderThroughHeapChurn) {
   EventLoop loop(1, 4096);
   Recorder r;

@@ -11,7 +11,7 @@
 
 #include "fabric/event_loop.h"
 #include "fabric/lossy_network.h"
-#include "link/sim_link.h"
+#include "fabric/sim_link.h"
 #include "wire/packet.h"
 
 namespace uroce::link {
@@ -20,6 +20,7 @@ namespace {
 using fabric::EventLoop;
 using fabric::LossyNetwork;
 using fabric::NetworkConfig;
+using fabric::SimLink;
 
 struct Received {
   wire::TransportHeaders hdr;

@@ -174,9 +174,7 @@ CcRun run_marked_writes(CcAlgorithm sender, CcAlgorithm receiver) {
   std::array<transport::Completion, 16> out;
   Nanos now = 0;
   for (int pass = 0; pass < 200'000 && r.completions < kWrites; ++pass) {
-    now += 1000;
-    a.dev.progress(now);
-    b.dev.progress(now);
+    testing::step_pair(now, a.dev, b.dev);
     size_t k = a.cq->poll(out);
     for (size_t i = 0; i < k; ++i) EXPECT_EQ(out[i].status, transport::WcStatus::kSuccess);
     r.completions += k;

@@ -121,9 +121,7 @@ class VerbsLoopback : public ::testing::Test {
     std::vector<Completion> got;
     std::array<Completion, 16> out;
     for (int pass = 0; pass < 10000 && got.size() < n; ++pass) {
-      now += 1000;
-      a.dev.progress(now);
-      b.dev.progress(now);
+      testing::step_pair(now, a.dev, b.dev);
       size_t k = node.cq->poll(out);
       got.insert(got.end(), out.begin(), out.begin() + k);
     }

@@ -61,6 +61,14 @@ class FakeLink : public link::Link {
 
 // Keeps send and receive WRs in FIFOs; transmit() "sends" one packet per send WR and completes
 // it; set_state(kErr) flushes both queues oldest first with WR_FLUSH_ERR (IBA 10.3.1).
+// The clock of the two-device wires below (PairLink): each round is 1 us of virtual time and
+// one progress pass of each device, in this order.
+inline void step_pair(Nanos& now, Device& a, Device& b) {
+  now += 1000;
+  a.progress(now);
+  b.progress(now);
+}
+
 // One end of a lossless in-memory wire between two devices: transmit() serialises the packet
 // (headers, payload, pad) and queues it at the peer, whose poll() parses it back. With `mark_ce`
 // the receiving end marks every ECN-capable packet CE, as a congested switch would (RFC 3168:

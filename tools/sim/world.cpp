@@ -10,60 +10,6 @@ namespace {
 
 using transport::TransportQp;
 
-// The NIC's view of one QP: injects the world's congestion control into every configure() and
-// holds the QP back while the host's NIC FIFO is full (see world.h, "The NIC model").
-class NicQp final : public TransportQp {
- public:
-  NicQp(std::unique_ptr<TransportQp> inner, const link::FabricLink& link,
-        const transport::CongestionConfig& cc, uint64_t fifo_bytes, double line_rate_bps)
-      : inner_(std::move(inner)),
-        link_(link),
-        cc_(cc),
-        fifo_bytes_(fifo_bytes),
-        line_rate_bps_(line_rate_bps) {}
-
-  int post_send(const transport::SendWr& wr) override { return inner_->post_send(wr); }
-  int post_recv(const transport::RecvWr& wr) override { return inner_->post_recv(wr); }
-  void configure(const transport::QpConfig& config) override {
-    transport::QpConfig c = config;
-    c.congestion = cc_;
-    c.loss_recovery = loss_recovery_;
-    if (max_psn_window_ != 0) c.max_psn_window = max_psn_window_;
-    inner_->configure(c);
-  }
-  void set_loss_recovery(transport::LossRecovery r, uint32_t max_psn_window) {
-    loss_recovery_ = r;
-    max_psn_window_ = max_psn_window;
-  }
-  void set_state(transport::QpState s) override { inner_->set_state(s); }
-  transport::QpState state() const override { return inner_->state(); }
-  void receive(const wire::RxPacket& p, Nanos now) override { inner_->receive(p, now); }
-  size_t transmit(Nanos now, wire::PacketSink& sink, size_t budget) override {
-    if (full()) return 0;
-    return inner_->transmit(now, sink, budget);
-  }
-  Nanos next_deadline(Nanos now) const override {
-    const Nanos t = inner_->next_deadline(now);
-    if (t > now || !full()) return t;
-    // Ready but held back: look again when the excess has drained at line rate.
-    const uint64_t excess = link_.tx_queue_bytes() - fifo_bytes_ + 1;
-    return now + std::max<Nanos>(1, static_cast<Nanos>(excess * 8e9 / line_rate_bps_));
-  }
-  uint32_t qpn() const override { return inner_->qpn(); }
-  const transport::QpCounters& counters() const override { return inner_->counters(); }
-  cc::Pacer& pacer() override { return inner_->pacer(); }
-
- private:
-  bool full() const { return link_.tx_queue_bytes() >= fifo_bytes_; }
-  std::unique_ptr<TransportQp> inner_;
-  const link::FabricLink& link_;
-  transport::CongestionConfig cc_;
-  uint64_t fifo_bytes_;
-  double line_rate_bps_;
-  transport::LossRecovery loss_recovery_ = transport::LossRecovery::kGoBackN;
-  uint32_t max_psn_window_ = 0;
-};
-
 // Byte `i` of flow `f`'s data: distinct per flow and offset, so a misplaced packet shows.
 uint8_t pattern(size_t f, uint64_t i) {
   uint64_t x = (f + 1) * 0x9e3779b97f4a7c15ull ^ (i / 8);
@@ -76,13 +22,13 @@ uint8_t pattern(size_t f, uint64_t i) {
 }  // namespace
 
 struct World::Node {
-  std::unique_ptr<link::FabricLink> link;
+  std::unique_ptr<fabric::FabricLink> link;
   std::unique_ptr<verbs::Device> dev;
   std::unique_ptr<verbs::Context> ctx;
   std::unique_ptr<verbs::ProtectionDomain> pd;
   std::unique_ptr<verbs::CompletionQueue> cq;
-  NicQp* last_created = nullptr;
-  Nanos wake = 0;
+  sim::NicFifoGate* last_created = nullptr;
+  sim::WorldCore::ParticipantId device = 0;
 };
 
 struct World::Flow {
@@ -91,8 +37,8 @@ struct World::Flow {
   std::vector<uint8_t> src, dst;
   std::unique_ptr<verbs::MemoryRegion> src_mr, dst_mr;
   std::unique_ptr<verbs::QueuePair> sqp, rqp;
-  NicQp* s_nic = nullptr;
-  NicQp* r_nic = nullptr;
+  sim::NicFifoGate* s_nic = nullptr;
+  sim::NicFifoGate* r_nic = nullptr;
   uint64_t posted = 0, completed = 0;  // bytes
   uint32_t outstanding = 0;
   bool started = false;
@@ -110,11 +56,14 @@ double jain_index(const std::vector<double>& x) {
 
 World::World(const WorldConfig& config, std::unique_ptr<fabric::EventLoop> loop,
              std::unique_ptr<fabric::SwitchFabric> fab)
-    : config_(config), loop_(std::move(loop)), fabric_(std::move(fab)) {
+    : config_(config),
+      loop_(std::move(loop)),
+      fabric_(std::move(fab)),
+      core_(std::make_unique<sim::WorldCore>(*loop_)) {
   for (fabric::HostId h = 0; h < fabric_->hosts(); ++h) {
     auto node = std::make_unique<Node>();
     const Gid gid = fabric::host_gid(h);
-    node->link = std::move(link::FabricLink::create(*fabric_, h, gid).value());
+    node->link = std::move(fabric::FabricLink::create(*fabric_, h, gid).value());
     verbs::DeviceConfig dc;
     dc.name = "uroce" + std::to_string(h);
     dc.port.active_mtu = verbs::Mtu::k4096;
@@ -127,9 +76,8 @@ World::World(const WorldConfig& config, std::unique_ptr<fabric::EventLoop> loop,
                                      transport::RecvQueue* srq) -> std::unique_ptr<TransportQp> {
       auto inner = TransportQp::create(type, qpn, caps, memory, scq, rcq, srq);
       if (!inner) return nullptr;
-      auto qp = std::make_unique<NicQp>(std::move(inner), *np->link, cfg.cc, cfg.nic_fifo_bytes,
-                                        cfg.cc.line_rate_bps);
-      qp->set_loss_recovery(cfg.loss_recovery, cfg.max_psn_window);
+      auto qp = std::make_unique<sim::NicFifoGate>(std::move(inner), *np->link, cfg.nic_fifo_bytes,
+                                                   cfg.cc.line_rate_bps);
       np->last_created = qp.get();
       return qp;
     };
@@ -137,6 +85,9 @@ World::World(const WorldConfig& config, std::unique_ptr<fabric::EventLoop> loop,
     node->ctx = std::move(node->dev->open().value());
     node->pd = std::move(node->ctx->alloc_pd().value());
     node->cq = std::move(node->ctx->create_cq(16384).value());
+    node->device =
+        core_->add_device(*node->dev, [this, np](Nanos now) { poll_completions(*np, now); });
+    node->link->set_arrival_notify(&core_->waker(node->device), sim::WorldCore::kWakeKind);
     nodes_.push_back(std::move(node));
   }
 }
@@ -202,6 +153,9 @@ bool World::setup_flow(Flow& f, std::string* error) {
   init.send_cq = init.recv_cq = s.cq.get();
   init.cap.max_send_wr = config_.max_outstanding;
   init.cap.max_recv_wr = 1;
+  init.congestion = config_.cc;
+  init.loss_recovery = config_.loss_recovery;
+  init.max_psn_window = config_.max_psn_window;
   auto sqp = s.pd->create_qp(init);
   f.s_nic = s.last_created;
   init.send_cq = init.recv_cq = r.cq.get();
@@ -253,7 +207,7 @@ bool World::setup_flow(Flow& f, std::string* error) {
   return true;
 }
 
-void World::post_more(Flow& f, Nanos now) {
+void World::post_more(Flow& f) {
   while (f.posted < f.spec.bytes && f.outstanding < config_.max_outstanding) {
     const uint32_t len =
         static_cast<uint32_t>(std::min<uint64_t>(config_.message_bytes, f.spec.bytes - f.posted));
@@ -269,7 +223,7 @@ void World::post_more(Flow& f, Nanos now) {
     f.posted += len;
     ++f.outstanding;
   }
-  nodes_[f.spec.src]->wake = now;
+  core_->wake_now(nodes_[f.spec.src]->device);
 }
 
 void World::poll_completions(Node& n, Nanos now) {
@@ -286,7 +240,7 @@ void World::poll_completions(Node& n, Nanos now) {
       if (f.posted >= f.spec.bytes && f.outstanding == 0 && f.result.done_ns == kNever) {
         f.result.done_ns = now;
       } else {
-        post_more(f, now);
+        post_more(f);
       }
     }
     if (got < wc.size()) break;
@@ -311,44 +265,44 @@ RunResult World::run() {
     result_.failure = std::move(msg);
   };
   Nanos next_sample = 0;
-  uint64_t steps = 0;
-  for (;;) {
-    if (++steps > config_.step_limit) {
-      fail("step limit");
-      break;
-    }
-    const Nanos now = loop_->now();
+  for (auto& f : flows_) core_->round_at(f->spec.start_ns);
+  // Each round starts with the sampler and the flows due to start; the devices then act.
+  auto on_round = [&](Nanos now) {
     if (now >= next_sample) {
       sample(now);
       next_sample = now + config_.sample_ns;
+      core_->round_at(next_sample);
     }
-    Nanos next = std::min(next_sample, loop_->next_time());
     bool all_done = true;
     for (auto& f : flows_) {
-      if (!f->started) {
-        if (f->spec.start_ns <= now) {
-          f->started = true;
-          post_more(*f, now);
-        } else {
-          next = std::min(next, f->spec.start_ns);
-        }
+      if (!f->started && f->spec.start_ns <= now) {
+        f->started = true;
+        post_more(*f);
       }
       if (f->result.done_ns == kNever) all_done = false;
     }
-    if (all_done) break;
-    for (auto& n : nodes_) {
-      if (n->wake <= now || n->link->rx_pending() > 0) {
-        n->wake = n->dev->progress(now);
-        poll_completions(*n, now);
-      }
-      next = std::min(next, n->wake);
-    }
-    if (next > config_.time_limit_ns) {
+    return !all_done;
+  };
+  sim::WorldCore::Limits limits;
+  limits.time = config_.time_limit_ns;
+  limits.rounds = config_.step_limit;
+  const sim::WorldCore::Outcome out = core_->run(on_round, limits);
+  switch (out.end) {
+    case sim::WorldCore::End::kRoundLimit:
+      fail("step limit");
+      break;
+    case sim::WorldCore::End::kTimeLimit:
       fail("virtual time limit");
       break;
-    }
-    loop_->run_until(std::max(next, now));
+    case sim::WorldCore::End::kIdle:
+    case sim::WorldCore::End::kStalled:
+      fail("nothing left to happen");
+      break;
+    case sim::WorldCore::End::kDone:
+    case sim::WorldCore::End::kStopped:
+      break;
   }
+  const uint64_t steps = out.rounds;
   result_.steps = steps;
   result_.end_ns = loop_->now();
   result_.fabric = fabric_->counters();

@@ -13,9 +13,11 @@
 #include <vector>
 
 #include "fabric/event_loop.h"
+#include "fabric/fabric_link.h"
 #include "fabric/switch_fabric.h"
 #include "fabric/topology.h"
-#include "link/fabric_link.h"
+#include "sim/nic_fifo_gate.h"
+#include "sim/world_core.h"
 #include "transport/congestion.h"
 #include "transport/qp.h"
 #include "verbs/cq.h"
@@ -102,13 +104,14 @@ class World {
   struct Node;
   struct Flow;
   bool setup_flow(Flow& f, std::string* error);
-  void post_more(Flow& f, Nanos now);
+  void post_more(Flow& f);
   void poll_completions(Node& n, Nanos now);
   void sample(Nanos now);
 
   WorldConfig config_;
   std::unique_ptr<fabric::EventLoop> loop_;
   std::unique_ptr<fabric::SwitchFabric> fabric_;
+  std::unique_ptr<sim::WorldCore> core_;
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<std::unique_ptr<Flow>> flows_;
   std::vector<fabric::PortId> watched_;

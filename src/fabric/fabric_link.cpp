@@ -1,4 +1,4 @@
-#include "link/fabric_link.h"
+#include "fabric/fabric_link.h"
 
 #include <algorithm>
 #include <cstring>
@@ -6,11 +6,10 @@
 #include "common/bytes.h"
 #include "link/ip_packet_io.h"
 
-namespace uroce::link {
+namespace uroce::fabric {
 
-Result<std::unique_ptr<FabricLink>> FabricLink::create(fabric::SwitchFabric& fabric,
-                                                       fabric::HostId host, const Gid& local,
-                                                       size_t inbox_packets) {
+Result<std::unique_ptr<FabricLink>> FabricLink::create(SwitchFabric& fabric, HostId host,
+                                                       const Gid& local, size_t inbox_packets) {
   if (host >= fabric.hosts() || inbox_packets == 0) return Err(EINVAL);
   std::unique_ptr<FabricLink> link(new FabricLink(fabric, host, local, inbox_packets));
   fabric.set_receiver(host, link.get());
@@ -22,7 +21,7 @@ FabricLink::~FabricLink() {
 }
 
 void FabricLink::transmit(const wire::TxPacket& packet) {
-  const uint32_t n = build_ip_packet(packet, local_, buf_);
+  const uint32_t n = link::build_ip_packet(packet, local_, buf_);
   if (n == 0 || !fabric_.host_send_ip(host_, std::span<const uint8_t>(buf_.data(), n))) {
     ++counters_.tx_errors;
     return;
@@ -31,7 +30,7 @@ void FabricLink::transmit(const wire::TxPacket& packet) {
   counters_.tx_bytes += n;
 }
 
-void FabricLink::on_receive(const fabric::Delivered& packet, Nanos) {
+void FabricLink::on_receive(const Delivered& packet, Nanos now) {
   if (inbox_count_ == inbox_.size()) {
     ++rx_drop_inbox_full_;
     return;
@@ -43,12 +42,13 @@ void FabricLink::on_receive(const fabric::Delivered& packet, Nanos) {
   std::vector<uint8_t>& slot = inbox_[(inbox_head_ + inbox_count_) % inbox_.size()];
   slot.assign(packet.ip_packet.begin(), packet.ip_packet.end());
   ++inbox_count_;
+  if (notify_) notify_->on_event(notify_kind_, host_, now);
 }
 
-size_t FabricLink::poll(const RxHandler& handler, size_t budget) {
+size_t FabricLink::poll(const link::RxHandler& handler, size_t budget) {
   size_t taken = 0;
   while (taken < budget && inbox_count_ > 0) {
-    receive_ip_packet(inbox_[inbox_head_], local_, counters_, handler);
+    link::receive_ip_packet(inbox_[inbox_head_], local_, counters_, handler);
     inbox_head_ = (inbox_head_ + 1) % inbox_.size();
     --inbox_count_;
     ++taken;
@@ -56,4 +56,4 @@ size_t FabricLink::poll(const RxHandler& handler, size_t budget) {
   return taken;
 }
 
-}  // namespace uroce::link
+}  // namespace uroce::fabric

@@ -1,5 +1,5 @@
 #pragma once
-// A link::Link over one host port of the switched fabric (fabric::SwitchFabric), in virtual time:
+// A link::Link over one host port of the switched fabric (SwitchFabric), in virtual time:
 // the job SimLink does over the LossyNetwork (IP, UDP and ICRC out; parse, check and count in),
 // with the fabric's queues, ECN marks and PFC pauses between devices. The fabric writes CE into
 // the IP header on the way; poll() reports it in RxPacket::ce.
@@ -9,55 +9,64 @@
 #include <vector>
 
 #include "common/result.h"
+#include "fabric/event_loop.h"
 #include "fabric/switch_fabric.h"
 #include "link/ip_packet_io.h"
 #include "link/link.h"
 
-namespace uroce::link {
+namespace uroce::fabric {
 
-class FabricLink final : public Link, public fabric::HostReceiver {
+class FabricLink final : public link::Link, public HostReceiver {
  public:
   static constexpr size_t kDefaultInboxPackets = 4096;
 
   // Attaches to host `host` of a finalized `fabric`, whose address is `local` (topology's
   // host_gid). EINVAL if the host does not exist. Packets that arrive while the inbox holds
   // `inbox_packets` are dropped and counted (a NIC's full receive ring).
-  static Result<std::unique_ptr<FabricLink>> create(fabric::SwitchFabric& fabric,
-                                                    fabric::HostId host, const Gid& local,
+  static Result<std::unique_ptr<FabricLink>> create(SwitchFabric& fabric, HostId host,
+                                                    const Gid& local,
                                                     size_t inbox_packets = kDefaultInboxPackets);
   ~FabricLink() override;
 
   Gid local_gid() const override { return local_; }
-  fabric::HostId host() const { return host_; }
+  HostId host() const { return host_; }
 
   // Builds the IP packet and queues it at the host's NIC at the fabric's current time. A packet
   // that can't be built or that the fabric refuses (no descriptor, NIC queue full) is a tx error.
   void transmit(const wire::TxPacket& packet) override;
   void flush() override {}
-  size_t poll(const RxHandler& handler, size_t budget) override;
-  const LinkCounters& counters() const override { return counters_; }
+  size_t poll(const link::RxHandler& handler, size_t budget) override;
+  const link::LinkCounters& counters() const override { return counters_; }
 
   // Bytes waiting in this host's NIC queue (paused, or behind the line rate): what a NIC's
   // scheduler looks at before it pulls more work.
   uint64_t tx_queue_bytes() const { return fabric_.host_queue_bytes(host_); }
   size_t rx_pending() const { return inbox_count_; }
+  // Called synchronously, at the arrival time, whenever a packet lands in the inbox:
+  // target.on_event(kind, host, now). For a driver that wakes a device only when it has work.
+  void set_arrival_notify(EventTarget* target, uint32_t kind) {
+    notify_ = target;
+    notify_kind_ = kind;
+  }
   uint64_t rx_drop_inbox_full() const { return rx_drop_inbox_full_; }
 
-  void on_receive(const fabric::Delivered& packet, Nanos now) override;
+  void on_receive(const Delivered& packet, Nanos now) override;
 
  private:
-  FabricLink(fabric::SwitchFabric& fabric, fabric::HostId host, const Gid& local, size_t inbox)
+  FabricLink(SwitchFabric& fabric, HostId host, const Gid& local, size_t inbox)
       : fabric_(fabric), host_(host), local_(local), inbox_(inbox) {}
 
-  fabric::SwitchFabric& fabric_;
-  fabric::HostId host_;
+  SwitchFabric& fabric_;
+  HostId host_;
   Gid local_;
-  LinkCounters counters_;
+  link::LinkCounters counters_;
   uint64_t rx_drop_inbox_full_ = 0;
   // Ring of received IP packets; each slot keeps its capacity, so steady state allocates nothing.
   std::vector<std::vector<uint8_t>> inbox_;
   size_t inbox_head_ = 0, inbox_count_ = 0;
-  std::array<uint8_t, kMaxIpPacketBytes> buf_{};
+  EventTarget* notify_ = nullptr;
+  uint32_t notify_kind_ = 0;
+  std::array<uint8_t, link::kMaxIpPacketBytes> buf_{};
 };
 
-}  // namespace uroce::link
+}  // namespace uroce::fabric

@@ -11,37 +11,37 @@
 #include "link/ip_packet_io.h"
 #include "link/link.h"
 
-namespace uroce::link {
+namespace uroce::fabric {
 
-class SimLink final : public Link {
+class SimLink final : public link::Link {
  public:
   // Attaches to `network` at `local` (IPv4-mapped GID for IPv4, else IPv6). Fails with the
   // network's errno (EEXIST, ENOSPC).
-  static Result<std::unique_ptr<SimLink>> create(fabric::LossyNetwork& network, const Gid& local);
+  static Result<std::unique_ptr<SimLink>> create(LossyNetwork& network, const Gid& local);
 
   Gid local_gid() const override { return local_; }
-  fabric::EndpointId endpoint() const { return endpoint_; }
+  EndpointId endpoint() const { return endpoint_; }
 
   // Builds the IP packet now and sends it at the network's current virtual time. A packet that
   // can't be built (no destination, IPv4/IPv6 mismatch, too big, gather list inconsistent) or
   // that the network refuses counts as a tx error.
   void transmit(const wire::TxPacket& packet) override;
   void flush() override {}
-  size_t poll(const RxHandler& handler, size_t budget) override;
-  const LinkCounters& counters() const override { return counters_; }
+  size_t poll(const link::RxHandler& handler, size_t budget) override;
+  const link::LinkCounters& counters() const override { return counters_; }
   // Packets that failed the IPv4 header checksum (also counted in rx_drop_malformed).
   uint64_t rx_drop_bad_ip_checksum() const { return rx_drop_bad_ip_checksum_; }
 
  private:
-  SimLink(fabric::LossyNetwork& network, const Gid& local, fabric::EndpointId ep)
+  SimLink(LossyNetwork& network, const Gid& local, EndpointId ep)
       : network_(network), local_(local), endpoint_(ep) {}
 
-  fabric::LossyNetwork& network_;
+  LossyNetwork& network_;
   Gid local_;
-  fabric::EndpointId endpoint_;
-  LinkCounters counters_;
+  EndpointId endpoint_;
+  link::LinkCounters counters_;
   uint64_t rx_drop_bad_ip_checksum_ = 0;
-  std::array<uint8_t, kMaxIpPacketBytes> buf_{};
+  std::array<uint8_t, link::kMaxIpPacketBytes> buf_{};
 };
 
-}  // namespace uroce::link
+}  // namespace uroce::fabric
