@@ -1,7 +1,8 @@
 #pragma once
 // The C++ API of uroce: the verbs objects under short names, plus helpers that take std::span
 // buffers and do the common multi-step jobs (registering a buffer, describing part of it as an
-// SGE, bringing an RC/UC/UD QP up).
+// SGE, bringing an RC/UC/UD QP up). A device on a real network comes from api::open_nic
+// (api/nic.h).
 //
 // Conventions, the same everywhere:
 //   - Objects are RAII: every create/alloc/reg/open returns std::unique_ptr<T> inside a Result, and

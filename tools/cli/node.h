@@ -1,7 +1,8 @@
 #pragma once
-// One side of a bench: a UDP link on one address, a verbs device on it, one RC QP, one CQ and one
-// registered buffer, driven by the calling thread. The bench calls pump() in every wait loop, so
-// a process needs one core, not two: on a 2-core machine the client and the server each get one.
+// One side of a bench: a NIC on one address (api::open_nic: a UDP link, a verbs device on it), one
+// RC QP, one CQ and one registered buffer, driven by the calling thread. The bench calls pump() in
+// every wait loop, so a process needs one core, not two: on a 2-core machine the client and the
+// server each get one.
 #include <cstdint>
 #include <memory>
 #include <span>

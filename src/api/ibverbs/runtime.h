@@ -1,7 +1,8 @@
 #pragma once
-// The NIC behind one configured device in this process: a UDP link bound to the device's address,
-// the verbs::Device on it, and a progress thread that keeps the device moving while the program
-// is busy elsewhere (perftest's passive side sits in a TCP read while RDMA WRITEs land).
+// The NIC behind one configured device in this process (api::open_nic): a UDP link bound to the
+// device's address, the verbs::Device on it, and a progress thread that keeps the device moving
+// while the program is busy elsewhere (perftest's passive side sits in a TCP read while RDMA WRITEs
+// land).
 //
 // One Runtime per device per process, shared by every context opened on it and created on first
 // use (so ibv_devinfo never binds a socket). The last context to let go stops the thread.
