@@ -1,7 +1,8 @@
 #pragma once
 // The C++ API of uroce: the verbs objects under short names, plus helpers that take std::span
 // buffers and do the common multi-step jobs (registering a buffer, describing part of it as an
-// SGE, bringing an RC/UC/UD QP up).
+// SGE, bringing an RC/UC/UD QP up). A device on a real network comes from api::open_nic
+// (api/nic.h).
 //
 // Conventions, the same everywhere:
 //   - Objects are RAII: every create/alloc/reg/open returns std::unique_ptr<T> inside a Result, and
@@ -43,19 +44,26 @@ using transport::LossRecovery;
 using transport::RecvWr;
 using transport::SendWr;
 using transport::Sge;
+using transport::WcOpcode;
 using transport::WcStatus;
 using transport::WriteSegments;
 using transport::WrOpcode;
+using enum transport::Access;
+using enum transport::SendFlags;
+using enum transport::WcFlags;
 using verbs::AddressHandle;
 using verbs::AhAttr;
 using verbs::AsyncEvent;
 using verbs::CompletionChannel;
 using verbs::CompletionQueue;
 using verbs::Context;
+using verbs::Counter;
 using verbs::Device;
 using verbs::DeviceConfig;
 using verbs::MemoryRegion;
 using verbs::Mtu;
+using verbs::mtu_bytes;
+using verbs::mtu_from_bytes;
 using verbs::ProtectionDomain;
 using verbs::QpAttr;
 using verbs::QpInitAttr;
@@ -63,6 +71,7 @@ using verbs::QpState;
 using verbs::QpType;
 using verbs::QueuePair;
 using verbs::SharedReceiveQueue;
+using verbs::wc_status_name;
 
 // Registers `buffer` (iova = its address). See ProtectionDomain::reg_mr for the errors.
 inline Result<std::unique_ptr<MemoryRegion>> reg_mr(ProtectionDomain& pd,

@@ -4,6 +4,8 @@
 // ibv_qp_attr, ibv_ah_attr, ibv_device_attr, ibv_port_attr), so the ABI layer converts by copying
 // fields and static_cast, never by translating meanings.
 #include <cstdint>
+#include <iterator>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -46,6 +48,28 @@ enum QpAttrMask : uint32_t {
 enum class Mtu : uint8_t { k256 = 1, k512 = 2, k1024 = 3, k2048 = 4, k4096 = 5 };
 constexpr uint32_t mtu_bytes(Mtu m) {
   return 128u << static_cast<uint8_t>(m);
+}
+// The inverse of mtu_bytes: nullopt for a size that is no IB MTU.
+constexpr std::optional<Mtu> mtu_from_bytes(uint32_t bytes) {
+  for (Mtu m : {Mtu::k256, Mtu::k512, Mtu::k1024, Mtu::k2048, Mtu::k4096}) {
+    if (mtu_bytes(m) == bytes) return m;
+  }
+  return std::nullopt;
+}
+
+// A completion status by its IBV_WC_* name without the prefix ("RETRY_EXC_ERR"), for logs and
+// the command line. ibv_wc_status_str(3)'s sentences ("transport retry counter exceeded") are the
+// ABI's (api/ibverbs/misc.cpp), which covers statuses this enum does not have.
+constexpr const char* wc_status_name(transport::WcStatus s) {
+  constexpr const char* kNames[] = {
+      "SUCCESS",          "LOC_LEN_ERR",       "LOC_QP_OP_ERR",     "LOC_EEC_OP_ERR",
+      "LOC_PROT_ERR",     "WR_FLUSH_ERR",      "MW_BIND_ERR",       "BAD_RESP_ERR",
+      "LOC_ACCESS_ERR",   "REM_INV_REQ_ERR",   "REM_ACCESS_ERR",    "REM_OP_ERR",
+      "RETRY_EXC_ERR",    "RNR_RETRY_EXC_ERR", "LOC_RDD_VIOL_ERR",  "REM_INV_RD_REQ_ERR",
+      "REM_ABORT_ERR",    "INV_EECN_ERR",      "INV_EEC_STATE_ERR", "FATAL_ERR",
+      "RESP_TIMEOUT_ERR", "GENERAL_ERR"};
+  const auto i = static_cast<size_t>(s);
+  return i < std::size(kNames) ? kNames[i] : "UNKNOWN";
 }
 
 // == ibv_port_state.

@@ -12,8 +12,7 @@
 #include <thread>
 #include <vector>
 
-#include "api/progress_engine.h"
-#include "link/udp_link.h"
+#include "api/nic.h"
 #include "verbs/cq.h"
 #include "verbs/device.h"
 #include "verbs/mr.h"
@@ -35,10 +34,12 @@ std::unique_ptr<T> take(Result<std::unique_ptr<T>> r, const char* what) {
   return std::move(*r);
 }
 
-// One side: a link, a device, and the verbs objects of one RC QP with one registered buffer.
+// One side: a NIC (link, device, engine; the engine's thread not started) and the verbs objects of
+// one RC QP with one registered buffer.
 struct Side {
-  std::unique_ptr<link::UdpLink> link;
-  std::unique_ptr<verbs::Device> dev;
+  std::unique_ptr<Nic> nic;
+  verbs::Device* dev = nullptr;
+  ProgressEngine* engine = nullptr;
   std::unique_ptr<verbs::Context> ctx;
   std::unique_ptr<verbs::ProtectionDomain> pd;
   std::unique_ptr<verbs::CompletionQueue> cq;
@@ -46,25 +47,14 @@ struct Side {
   std::unique_ptr<verbs::MemoryRegion> mr;
   std::unique_ptr<verbs::QueuePair> qp;
 
-  Side(const std::string& addr, size_t bytes) : buf(bytes) {
-    link::UdpLinkOptions o;
-    o.address = addr;
-    auto l = link::UdpLink::open(o);
-    if (!l.ok()) {
-      ADD_FAILURE() << "open " << addr << ": " << std::strerror(l.error());
-      return;
-    }
-    link = std::move(*l);
-    verbs::DeviceConfig config;
-    config.port.active_mtu = verbs::Mtu::k4096;
-    // The real transport, whatever the device's default factory is at the moment.
-    config.transport_factory = [](transport::QpType type, uint32_t qpn,
-                                  const transport::QpCapabilities& caps,
-                                  transport::MemoryAccess& memory, transport::CompletionSink& scq,
-                                  transport::CompletionSink& rcq, transport::RecvQueue* srq) {
-      return transport::TransportQp::create(type, qpn, caps, memory, scq, rcq, srq);
-    };
-    dev = std::make_unique<verbs::Device>(*link, config);
+  Side(const std::string& addr, size_t bytes, const ProgressOptions& progress) : buf(bytes) {
+    NicOptions o;
+    o.link.address = addr;
+    o.device.port.active_mtu = verbs::Mtu::k4096;
+    o.progress = progress;
+    if (!(nic = take(open_nic(o), ("open " + addr).c_str()))) return;
+    dev = &nic->device();
+    engine = &nic->engine();
     if (!(ctx = take(dev->open(), "open")) || !(pd = take(ctx->alloc_pd(), "alloc_pd")) ||
         !(cq = take(ctx->create_cq(1024), "create_cq")))
       return;
@@ -78,13 +68,15 @@ struct Side {
     init.cap.max_send_sge = 1;
     qp = take(pd->create_qp(init), "create_qp");
   }
-  ~Side() {  // children before parents (verbs/device.h)
+  ~Side() {
+    if (engine) engine->stop();  // no pass while the objects go
+    // Children before parents (verbs/device.h), the NIC last.
     qp.reset();
     mr.reset();
     cq.reset();
     pd.reset();
     ctx.reset();
-    dev.reset();
+    nic.reset();
   }
 
   void connect(const Side& peer) {
@@ -103,7 +95,7 @@ struct Side {
     a.min_rnr_timer = 12;
     a.ah_attr.is_global = true;
     a.ah_attr.port_num = 1;
-    a.ah_attr.grh.dgid = peer.link->local_gid();
+    a.ah_attr.grh.dgid = peer.dev->gid();
     ASSERT_EQ(
         qp->modify(a, verbs::kQpState | verbs::kQpAv | verbs::kQpPathMtu | verbs::kQpDestQpn |
                           verbs::kQpRqPsn | verbs::kQpMaxDestRdAtomic | verbs::kQpMinRnrTimer),
@@ -121,11 +113,11 @@ struct Side {
 };
 
 TEST(ProgressEngine, StartsStopsAndRestartsCleanly) {
-  Side a("127.77.41.1", 4096);
-  ASSERT_TRUE(a.dev);
   ProgressOptions o;
   o.max_sleep_ns = 10'000'000'000;  // so only the kick can end the wait quickly
-  ProgressEngine e(*a.dev, o);
+  Side a("127.77.41.1", 4096, o);
+  ASSERT_TRUE(a.engine);
+  ProgressEngine& e = *a.engine;
   EXPECT_FALSE(e.running());
   ASSERT_EQ(e.start(), 0);
   EXPECT_EQ(e.start(), EBUSY);
@@ -142,15 +134,15 @@ TEST(ProgressEngine, StartsStopsAndRestartsCleanly) {
 
 TEST(ProgressEngine, WritesCompleteWhileTheTargetSleepsAndIdleEnginesBlock) {
   constexpr size_t kBytes = 1 << 20, kChunk = 64 << 10;
-  Side init("127.77.40.1", kBytes), target("127.77.40.2", kBytes);
+  ProgressOptions o;
+  o.max_sleep_ns = 10'000'000'000;  // nothing but packets, deadlines and kicks wakes an engine
+  Side init("127.77.40.1", kBytes, o), target("127.77.40.2", kBytes, o);
   ASSERT_TRUE(init.qp && target.qp);
   init.connect(target);
   target.connect(init);
   for (size_t i = 0; i < kBytes; ++i) init.buf[i] = static_cast<uint8_t>(i * 7 + i / 4096);
 
-  ProgressOptions o;
-  o.max_sleep_ns = 10'000'000'000;  // nothing but packets, deadlines and kicks wakes an engine
-  ProgressEngine ei(*init.dev, o), et(*target.dev, o);
+  ProgressEngine &ei = *init.engine, &et = *target.engine;
   ASSERT_EQ(ei.start(), 0);
   ASSERT_EQ(et.start(), 0);
   // Both idle: asleep in ppoll within a quarter millisecond (allow for a loaded machine).
@@ -200,7 +192,7 @@ TEST(ProgressEngine, WritesCompleteWhileTheTargetSleepsAndIdleEnginesBlock) {
   EXPECT_LT(after.passes - before.passes, 100u);
   ei.stop();
   et.stop();
-  EXPECT_EQ(target.link->counters().rx_drop_bad_icrc, 0u);
+  EXPECT_EQ(target.nic->link().counters().rx_drop_bad_icrc, 0u);
 }
 
 // Posts `n` signalled WRITEs of `chunk` bytes from init.buf to target.buf at the same offsets.
@@ -224,15 +216,15 @@ void post_writes(Side& init, Side& target, size_t n, size_t chunk,
 TEST(ProgressEngine, OneCallerThreadDrivesBothDevicesWithoutEngineThreads) {
   // uroce bench's shape: no engine thread, the application's own loop is the NIC.
   constexpr size_t kBytes = 256 << 10, kChunk = 16 << 10, kN = kBytes / kChunk;
-  Side init("127.77.42.1", kBytes), target("127.77.42.2", kBytes);
+  ProgressOptions o;
+  o.spin_ns = 100'000;
+  o.yield_ns = 0;
+  Side init("127.77.42.1", kBytes, o), target("127.77.42.2", kBytes, o);
   ASSERT_TRUE(init.qp && target.qp);
   init.connect(target);
   target.connect(init);
   for (size_t i = 0; i < kBytes; ++i) init.buf[i] = static_cast<uint8_t>(i * 13 + i / 1000);
-  ProgressOptions o;
-  o.spin_ns = 100'000;
-  o.yield_ns = 0;
-  ProgressEngine ei(*init.dev, o), et(*target.dev, o);
+  ProgressEngine &ei = *init.engine, &et = *target.engine;
   std::vector<transport::Sge> sges;
   post_writes(init, target, kN, kChunk, sges);
   size_t done = 0;
@@ -267,15 +259,15 @@ TEST(ProgressEngine, ApplicationThreadsDriveBesideTheEngineThread) {
   // The ABI's shape: the engine thread runs, and posting threads also drive() the device; passes
   // never overlap (verbs/device.h), every WRITE completes once, in order.
   constexpr size_t kBytes = 512 << 10, kChunk = 8 << 10, kN = kBytes / kChunk;
-  Side init("127.77.43.1", kBytes), target("127.77.43.2", kBytes);
+  ProgressOptions o;
+  o.spin_ns = 0;
+  o.yield_ns = 0;
+  Side init("127.77.43.1", kBytes, o), target("127.77.43.2", kBytes, o);
   ASSERT_TRUE(init.qp && target.qp);
   init.connect(target);
   target.connect(init);
   for (size_t i = 0; i < kBytes; ++i) init.buf[i] = static_cast<uint8_t>(i * 5 + i / 333);
-  ProgressOptions o;
-  o.spin_ns = 0;
-  o.yield_ns = 0;
-  ProgressEngine ei(*init.dev, o), et(*target.dev, o);
+  ProgressEngine &ei = *init.engine, &et = *target.engine;
   ASSERT_EQ(ei.start(), 0);
   ASSERT_EQ(et.start(), 0);
   std::vector<transport::Sge> sges;
@@ -318,16 +310,17 @@ TEST(ProgressEngine, ApplicationThreadsDriveBesideTheEngineThread) {
 TEST(ProgressEngine, APollingApplicationKeepsPacketsAndArmingACqHandsThemBack) {
   // The ABI's policy: while an application thread polls (drive(true)), the sleeping engine thread
   // is not woken by packets; once the program arms a CQ for events it is again.
-  Side init("127.77.44.1", 64 << 10), target("127.77.44.2", 64 << 10);
-  ASSERT_TRUE(init.qp && target.qp);
-  init.connect(target);
-  target.connect(init);
   ProgressOptions o;
   o.spin_ns = 0;
   o.yield_ns = 0;
   o.max_sleep_ns = 10'000'000'000;
   o.app_driving_ns = 10'000'000'000;  // longer than the test: only app_stopped_polling() ends it
-  ProgressEngine et(*target.dev, o);
+  // The initiator is driven by hand (its engine is never used).
+  Side init("127.77.44.1", 64 << 10, o), target("127.77.44.2", 64 << 10, o);
+  ASSERT_TRUE(init.qp && target.qp);
+  init.connect(target);
+  target.connect(init);
+  ProgressEngine& et = *target.engine;
   ASSERT_EQ(et.start(), 0);
   et.drive(/*app_polls=*/true);
   std::this_thread::sleep_for(20ms);  // the thread goes to sleep, leaving packets to the app

@@ -22,9 +22,6 @@
 
 namespace uroce::tools {
 
-using transport::Completion;
-using transport::WcStatus;
-
 namespace {
 
 constexpr int kOobTimeoutMs = 30'000;
@@ -83,7 +80,7 @@ uint8_t read_byte(const uint8_t* p) {
   return std::atomic_ref<const uint8_t>(*p).load();
 }
 
-std::string counters_text(const std::vector<verbs::Counter>& cs) {
+std::string counters_text(const std::vector<Counter>& cs) {
   std::string t;
   for (const auto& c : cs) t += fmt::format("{} {}\n", c.name, c.value);
   return t;
@@ -152,7 +149,7 @@ struct IntervalSample {
   uint64_t cnps_handled = 0;
 };
 
-uint64_t find_counter(const std::vector<verbs::Counter>& cs, std::string_view name) {
+uint64_t find_counter(const std::vector<Counter>& cs, std::string_view name) {
   for (const auto& c : cs)
     if (c.name == name) return c.value;
   return 0;
@@ -298,7 +295,7 @@ class Client {
       size_t n = node_.poll_cq(wc);
       for (size_t i = 0; i < n; ++i) {
         if (wc[i].status != WcStatus::kSuccess) return report_wc_error(node_, wc[i], o_);
-        if (wc[i].opcode == transport::WcOpcode::kRecv) {
+        if (wc[i].opcode == WcOpcode::kRecv) {
           if (nrecv < recvs.size()) recvs[nrecv++] = wc[i];
         } else {
           --outstanding;
@@ -384,7 +381,7 @@ class Client {
   static constexpr size_t kMaxIntervals = 1u << 20;
   void sample_interval(Nanos since_start, Nanos span, uint64_t messages) {
     if (intervals_.size() >= kMaxIntervals) return;
-    std::vector<verbs::Counter> cs = node_.qp_counters();
+    std::vector<Counter> cs = node_.qp_counters();
     IntervalSample s;
     s.bytes = size_;
     s.t_s = static_cast<double>(since_start) / 1e9;
@@ -484,7 +481,7 @@ class Server {
       status_ = EIO;
       return;
     }
-    if (wc.opcode != transport::WcOpcode::kRecv) return;
+    if (wc.opcode != WcOpcode::kRecv) return;
     --recv_posted_;
     ++received_;
     uint8_t* b = node_.buffer().data() + region_;
@@ -621,7 +618,7 @@ RunInfo run_info(const BenchOptions& o, Node& node, const ConnInfo& remote) {
 
 using CounterList = std::vector<std::pair<std::string, uint64_t>>;
 
-CounterList to_list(const std::vector<verbs::Counter>& cs) {
+CounterList to_list(const std::vector<Counter>& cs) {
   CounterList l;
   for (const auto& c : cs) l.emplace_back(std::string(c.name), c.value);
   return l;
@@ -709,8 +706,7 @@ int run_bench_client(const BenchOptions& o) {
   bool table = o.json_path != "-";
   bool lat = p.mode == BenchMode::kLatency;
   if (table) {
-    if (o.congestion.algorithm != transport::CcAlgorithm::kOff ||
-        o.loss_recovery != transport::LossRecovery::kGoBackN)
+    if (o.congestion.algorithm != CcAlgorithm::kOff || o.loss_recovery != LossRecovery::kGoBackN)
       fmt::print(" Congestion control: {} (line rate {} Gb/s), loss recovery: {}\n",
                  cc_algorithm_name(o.congestion.algorithm), o.congestion.line_rate_bps / 1e9,
                  loss_recovery_name(o.loss_recovery));

@@ -6,8 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "api/uroce.h"
 #include "core/oob.h"
-#include "transport/qp.h"
 
 namespace uroce::tools {
 
@@ -28,11 +28,11 @@ struct BenchOptions {
   bool quiet = false;
   // Each side applies its own (--cc, --line-rate, --recovery): congestion control may differ
   // between the ends, loss recovery must not (selective repeat on both or neither).
-  transport::CongestionConfig congestion;
-  transport::LossRecovery loss_recovery = transport::LossRecovery::kGoBackN;
+  CongestionConfig congestion;
+  LossRecovery loss_recovery = LossRecovery::kGoBackN;
   // How this side's RDMA WRITEs go on the wire (transport/qp.h WriteSegments; either end accepts
   // both).
-  transport::WriteSegments write_segments = transport::WriteSegments::kPerPacket;
+  WriteSegments write_segments = WriteSegments::kPerPacket;
   uint32_t max_psn_window = 0;  // --window: unacknowledged packets in flight; 0 = default
   // Client, bandwidth: every `interval_s` seconds (0 = never) a row of the Gb/s completed in the
   // interval and the QP's DCQCN rate, in the table and in the JSON's "intervals".

@@ -15,9 +15,9 @@
 #include <map>
 #include <sstream>
 
+#include "api/nic.h"
 #include "cli/node.h"
 #include "core/report.h"
-#include "wire/opcode.h"
 
 namespace uroce::tools {
 
@@ -38,9 +38,9 @@ const char* port_state(const sockaddr* sa) {
   socklen_t len = sa->sa_family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
   std::memcpy(&s, sa, len);
   if (sa->sa_family == AF_INET)
-    reinterpret_cast<sockaddr_in*>(&s)->sin_port = htons(wire::kRoceV2Port);
+    reinterpret_cast<sockaddr_in*>(&s)->sin_port = htons(api::kRoceV2Port);
   else
-    reinterpret_cast<sockaddr_in6*>(&s)->sin6_port = htons(wire::kRoceV2Port);
+    reinterpret_cast<sockaddr_in6*>(&s)->sin6_port = htons(api::kRoceV2Port);
   int rc = ::bind(fd, reinterpret_cast<sockaddr*>(&s), len);
   int err = errno;
   ::close(fd);

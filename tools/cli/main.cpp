@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
+#include "api/nic.h"
 #include "api/uroce.h"
 #include "cli/bench.h"
 #include "cli/commands.h"
 #include "core/sizes.h"
-#include "link/interface_mtu.h"
 #include "sim/sim_cli.h"
 
 namespace uroce::tools {
@@ -112,9 +112,9 @@ uint32_t active_mtu(const std::string& address) {
     std::memcpy(a.data(), &v4, 4);
     gid = gid_from_ipv4(a);
   } else if (inet_pton(AF_INET6, address.c_str(), gid.data()) != 1) {
-    return link::kDefaultRoceMtu;  // the bench reports the bad address itself
+    return api::kDefaultRoceMtu;  // the bench reports the bad address itself
   }
-  return link::roce_mtu_for(gid);
+  return api::roce_mtu_for(gid);
 }
 
 int run_bench(BenchCli& b) {
@@ -140,8 +140,7 @@ int run_bench(BenchCli& b) {
   b.o.congestion.line_rate_bps = b.line_rate_gbps * 1e9;
   b.o.congestion.cnp_interval_ns = static_cast<Nanos>(b.cnp_interval_us * 1000);
   b.o.loss_recovery = parse_loss_recovery(b.recovery).value_or(LossRecovery::kGoBackN);
-  b.o.write_segments =
-      parse_write_segments(b.write_segments).value_or(transport::WriteSegments::kPerPacket);
+  b.o.write_segments = parse_write_segments(b.write_segments).value_or(WriteSegments::kPerPacket);
   for (const auto& s : b.sizes) {
     auto v = parse_size(s);
     if (!v) {

@@ -1,23 +1,17 @@
 #pragma once
-// One side of a bench: a UDP link on one address, a verbs device on it, one RC QP, one CQ and one
-// registered buffer, driven by the calling thread. The bench calls pump() in every wait loop, so
-// a process needs one core, not two: on a 2-core machine the client and the server each get one.
+// One side of a bench: a NIC on one address (api::open_nic: a UDP link, a verbs device on it), one
+// RC QP, one CQ and one registered buffer, driven by the calling thread. The bench calls pump() in
+// every wait loop, so a process needs one core, not two: on a 2-core machine the client and the
+// server each get one.
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
-#include "api/progress_engine.h"
-#include "common/result.h"
+#include "api/nic.h"
+#include "api/uroce.h"
 #include "core/oob.h"
-#include "link/udp_link.h"
-#include "verbs/attrs.h"
-#include "verbs/cq.h"
-#include "verbs/device.h"
-#include "verbs/mr.h"
-#include "verbs/qp.h"
-#include "wire/pcap.h"
 
 namespace uroce::tools {
 
@@ -33,9 +27,9 @@ struct NodeOptions {
   uint8_t max_rd_atomic = 16;
   std::string pcap_path;  // empty: no capture
   // Per-QP switches (verbs::QpInitAttr): DCQCN off by default; selective repeat needs both ends.
-  transport::CongestionConfig congestion;
-  transport::LossRecovery loss_recovery = transport::LossRecovery::kGoBackN;
-  transport::WriteSegments write_segments = transport::WriteSegments::kPerPacket;
+  CongestionConfig congestion;
+  LossRecovery loss_recovery = LossRecovery::kGoBackN;
+  WriteSegments write_segments = WriteSegments::kPerPacket;
   uint32_t max_psn_window = 0;  // 0: the transport's default
 };
 
@@ -64,37 +58,35 @@ class Node {
   int post_fetch_add(uint64_t wr_id, uint64_t offset, uint64_t remote_offset, uint64_t add);
 
   // One pass of the NIC; returns the next time it has work (kNever when idle).
-  Nanos pump() { return engine_->pump(); }
+  Nanos pump() { return nic_->engine().pump(); }
   // pump() and then, once the NIC has been idle a while, sleep in poll() on the link and
   // `extra_fd` for at most `max_wait_ns` (or until its next timer): api::ProgressEngine's policy.
   void pump_or_wait(int extra_fd, Nanos max_wait_ns) {
-    engine_->pump_or_wait(extra_fd, max_wait_ns);
+    nic_->engine().pump_or_wait(extra_fd, max_wait_ns);
   }
-  size_t poll_cq(std::span<transport::Completion> out) { return cq_->poll(out); }
+  size_t poll_cq(std::span<Completion> out) { return cq_->poll(out); }
 
-  std::vector<verbs::Counter> device_counters() const { return device_->counters(); }
-  std::vector<verbs::Counter> qp_counters() const { return qp_->counters(); }
-  const std::string& device_name() const { return device_->name(); }
+  std::vector<Counter> device_counters() const { return nic_->device().counters(); }
+  std::vector<Counter> qp_counters() const { return qp_->counters(); }
+  const std::string& device_name() const { return nic_->device().name(); }
   std::string gid_string() const;
 
  private:
   explicit Node(const NodeOptions& options) : opt_(options) {}
   NodeOptions opt_;
-  std::unique_ptr<link::Link> link_;
-  std::unique_ptr<verbs::Device> device_;
-  std::unique_ptr<api::ProgressEngine> engine_;  // no thread: this process's one thread drives
-  std::unique_ptr<verbs::Context> ctx_;
-  std::unique_ptr<verbs::ProtectionDomain> pd_;
-  std::unique_ptr<verbs::CompletionQueue> cq_;
-  std::unique_ptr<verbs::QueuePair> qp_;
+  // Link (with the pcap tap when capturing), device and an engine without a thread: this
+  // process's one thread drives.
+  std::unique_ptr<api::Nic> nic_;
+  std::unique_ptr<Context> ctx_;
+  std::unique_ptr<ProtectionDomain> pd_;
+  std::unique_ptr<CompletionQueue> cq_;
+  std::unique_ptr<QueuePair> qp_;
   std::unique_ptr<uint8_t[]> buf_;
-  std::unique_ptr<verbs::MemoryRegion> mr_;
-  wire::PcapWriter pcap_;
+  std::unique_ptr<MemoryRegion> mr_;
   ConnInfo remote_;
   uint32_t psn_ = 0;
 };
 
 std::string gid_to_string(const Gid& gid);
-const char* wc_status_name(transport::WcStatus s);
 
 }  // namespace uroce::tools

@@ -36,18 +36,8 @@ constexpr const char* kSysfsPrefix = "/uroce/class/infiniband/";
 
 // The port's active MTU: what the interface serving the device's address can carry.
 ibv_mtu mtu_for(const DeviceConfig& cfg) {
-  switch (link::roce_mtu_for(cfg.gid)) {
-    case 4096:
-      return IBV_MTU_4096;
-    case 2048:
-      return IBV_MTU_2048;
-    case 1024:
-      return IBV_MTU_1024;
-    case 512:
-      return IBV_MTU_512;
-    default:
-      return IBV_MTU_256;
-  }
+  const auto mtu = verbs::mtu_from_bytes(link::roce_mtu_for(cfg.gid)).value_or(verbs::Mtu::k256);
+  return static_cast<ibv_mtu>(mtu);
 }
 
 // A GUID built from the address (like a NIC's EUI-64 from its MAC): stable across runs and

@@ -68,33 +68,28 @@ Result<std::shared_ptr<Runtime>> Runtime::acquire(Device* device) {
     if (auto rt = it->second.lock()) return rt;
   }
   std::shared_ptr<Runtime> rt(new Runtime());
-  link::UdpLinkOptions opts;
-  opts.address = device->config->address;
-  auto link = link::UdpLink::open(opts);
-  if (!link.ok()) return Err(link.error());
-  rt->link_ = std::move(*link);
-  verbs::DeviceConfig dc = verbs_config(*device);
+  api::NicOptions o;
+  o.link.kind = api::LinkKind::kUdp;
+  o.link.address = device->config->address;
+  o.device = verbs_config(*device);
   // Application threads post and poll between passes (drive()), so a pass sends first: a reply
   // posted after a poll leaves at once and carries the ACK of what it answers in the same send.
-  dc.transmit_before_receive = true;
-  rt->dev_ = std::make_unique<verbs::Device>(*rt->link_, dc);
+  o.device.transmit_before_receive = true;
   // Application threads drive the NIC themselves when they post or find a CQ empty (drive()), so
   // the thread only has to cover the time they do not: it sleeps as soon as traffic stops
   // instead of competing with them for a core.
-  api::ProgressOptions po;
-  po.spin_ns = spin_ns_from_env();
-  po.yield_ns = 0;
-  po.app_driving_ns = 200'000;
-  po.block_signals = true;
-  rt->engine_ = std::make_unique<api::ProgressEngine>(*rt->dev_, po);
-  if (int err = rt->engine_->start()) return Err(err);
+  o.progress.spin_ns = spin_ns_from_env();
+  o.progress.yield_ns = 0;
+  o.progress.app_driving_ns = 200'000;
+  o.progress.block_signals = true;
+  o.start_engine = true;
+  auto nic = api::open_nic(o);
+  if (!nic.ok()) return Err(nic.error());
+  rt->nic_ = std::move(*nic);
   runtimes[device] = rt;
   return rt;
 }
 
-Runtime::~Runtime() {
-  engine_.reset();  // stops the thread before the device it drives
-  dev_.reset();     // before the link it uses
-}
+Runtime::~Runtime() = default;
 
 }  // namespace uroce::abi

@@ -1,7 +1,8 @@
 #pragma once
-// The NIC behind one configured device in this process: a UDP link bound to the device's address,
-// the verbs::Device on it, and a progress thread that keeps the device moving while the program
-// is busy elsewhere (perftest's passive side sits in a TCP read while RDMA WRITEs land).
+// The NIC behind one configured device in this process (api::open_nic): a UDP link bound to the
+// device's address, the verbs::Device on it, and a progress thread that keeps the device moving
+// while the program is busy elsewhere (perftest's passive side sits in a TCP read while RDMA WRITEs
+// land).
 //
 // One Runtime per device per process, shared by every context opened on it and created on first
 // use (so ibv_devinfo never binds a socket). The last context to let go stops the thread.
@@ -11,8 +12,7 @@
 #include <memory>
 
 #include "api/ibverbs/abi.h"
-#include "api/progress_engine.h"
-#include "link/udp_link.h"
+#include "api/nic.h"
 #include "verbs/device.h"
 
 namespace uroce::abi {
@@ -26,16 +26,16 @@ class Runtime {
   Runtime(const Runtime&) = delete;
   Runtime& operator=(const Runtime&) = delete;
 
-  verbs::Device& device() { return *dev_; }
+  verbs::Device& device() { return nic_->device(); }
   // After work was posted, or when a poll found nothing: runs one progress pass on the calling
   // thread if no other thread is in one, else makes sure the progress thread looks again. Doing
   // the NIC's work on the thread that is waiting for it keeps the data path free of thread
   // wake-ups, which cost milliseconds on a loaded machine (a scheduler tick).
-  void drive(bool app_polls = false) { engine_->drive(app_polls); }
+  void drive(bool app_polls = false) { nic_->engine().drive(app_polls); }
   // The program armed a CQ for events: it may block, so the thread takes packets again.
-  void app_stopped_polling() { engine_->app_stopped_polling(); }
+  void app_stopped_polling() { nic_->engine().app_stopped_polling(); }
   // Wakes the progress thread (cheap when it is already awake).
-  void kick() { engine_->kick(); }
+  void kick() { nic_->engine().kick(); }
 
   // The verbs::DeviceConfig this ABI reports (limits shared with ibv_query_device).
   static verbs::DeviceConfig verbs_config(const Device& d);
@@ -43,9 +43,7 @@ class Runtime {
  private:
   Runtime() = default;
 
-  std::unique_ptr<link::UdpLink> link_;
-  std::unique_ptr<verbs::Device> dev_;
-  std::unique_ptr<api::ProgressEngine> engine_;
+  std::unique_ptr<api::Nic> nic_;  // link, device and progress engine
 };
 
 }  // namespace uroce::abi

@@ -1,0 +1,53 @@
+#include "link/factory.h"
+
+#include <cerrno>
+#include <cstring>
+
+#include "link/capture_link.h"
+#include "wire/pcap.h"
+
+namespace uroce::link {
+
+std::optional<LinkKind> parse_link_kind(std::string_view name) {
+  if (name == "udp") return LinkKind::kUdp;
+  return std::nullopt;
+}
+
+const char* link_kind_name(LinkKind kind) {
+  switch (kind) {
+    case LinkKind::kUdp:
+      return "udp";
+  }
+  return "?";
+}
+
+Result<std::unique_ptr<Link>> open_link(const LinkOptions& options, std::string* error) {
+  auto fail = [&](int err, std::string sentence) -> Result<std::unique_ptr<Link>> {
+    if (error) *error = std::move(sentence) + ": " + std::strerror(err);
+    return Err(err);
+  };
+  std::unique_ptr<Link> link;
+  switch (options.kind) {
+    case LinkKind::kUdp: {
+      UdpLinkOptions udp = options.udp;
+      udp.address = options.address;
+      auto l = UdpLink::open(udp);
+      if (!l)
+        return fail(l.error(),
+                    "cannot open UDP port " + std::to_string(udp.port) + " on " + udp.address);
+      link = std::move(*l);
+      break;
+    }
+  }
+  if (!link)
+    return fail(EINVAL, "unknown link kind " + std::to_string(static_cast<unsigned>(options.kind)));
+  if (!options.pcap_path.empty()) {
+    auto pcap = std::make_shared<wire::PcapWriter>();
+    if (int err = pcap->open(options.pcap_path))
+      return fail(err, "cannot write " + options.pcap_path);
+    link = std::make_unique<CaptureLink>(std::move(link), std::move(pcap));
+  }
+  return link;
+}
+
+}  // namespace uroce::link
