@@ -368,7 +368,7 @@ TEST(VerbsQp, QpNumbersAreDistinctAndAvoidTheSpecialQps) {
   std::set<uint32_t> seen;
   for (int i = 0; i < 8; ++i) {
     qps.push_back(w.qp());
-    EXPECT_GT(qps.back()->qp_num(), 1u);
+    EXPECT_EQ(qps.back()->qp_num(), 0x11u + i);
     EXPECT_LT(qps.back()->qp_num(), 1u << 24);
     EXPECT_TRUE(seen.insert(qps.back()->qp_num()).second);
   }

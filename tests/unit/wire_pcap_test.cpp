@@ -64,7 +64,9 @@ TEST(WirePcap, FailuresAreReportedNotFatal) {
     const std::vector<uint8_t> frame(8192, 1);
     w.write_frame(frame, 0);
     w.close();
-    EXPECT_GT(w.write_errors(), 0u);
+    // The frame's write fails; closing fails once more if stdio still held the header.
+    EXPECT_GE(w.write_errors(), 1u);
+    EXPECT_LE(w.write_errors(), 2u);
   }
 }
 

@@ -248,7 +248,7 @@ TEST(WireVectors, UroceBuildsScapyBytes) {
     }
     const auto payload = v.hex("payload");
     n = build_ip_packet(ep, headers_of(v), payload, std::span(got).subspan(eth_len));
-    ASSERT_GT(n, 0u);
+    ASSERT_EQ(eth_len + n, want.size());
     got.resize(eth_len + n);
     const uint32_t udp_csum = eth_len + (ep.ipv6 ? kIpv6Bytes : kIpv4Bytes) + 6;
     ASSERT_EQ(got.size(), want.size());
