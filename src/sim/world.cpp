@@ -194,8 +194,8 @@ bool World::setup_flow(Flow& f, std::string* error) {
     a.qp_state = verbs::QpState::kRts;
     a.sq_psn = 0;
     a.timeout = 8;  // 1 ms: far above any queueing delay here, short enough to recover drops
-    a.retry_cnt = 7;
-    a.rnr_retry = 7;
+    a.retry_cnt = transport::kMaxRetryCnt;
+    a.rnr_retry = transport::kRnrRetryForever;
     a.max_rd_atomic = 1;
     return me.modify(a, verbs::kQpState | verbs::kQpSqPsn | verbs::kQpTimeout | verbs::kQpRetryCnt |
                             verbs::kQpRnrRetry | verbs::kQpMaxQpRdAtomic) == 0;

@@ -2,7 +2,7 @@
 // A world of real uroce verbs Devices on the switched fabric, in virtual time: every host of a
 // SwitchFabric gets a FabricLink and a Device, flows are RC QP pairs that move RDMA WRITEs whose
 // bytes are checked at the end, and a sampler records queues and rates. The experiments
-// (experiments.h) and the lab tests (tests/sim/lab_*.cpp) are built on it.
+// (tools/sim/experiments.h) and the lab tests (tests/sim/lab_*.cpp) are built on it.
 //
 // The NIC model: a device pulls work from its QPs only while its host's NIC queue holds less than
 // `nic_fifo_bytes` (a NIC's transmit FIFO), so a PFC pause on the host link backs up into the

@@ -8,10 +8,8 @@
 #include <sstream>
 #include <string>
 
-#include "fabric/event_loop.h"
-#include "fabric/switch_fabric.h"
-#include "fabric/topology.h"
 #include "sim/experiments.h"
+#include "sim/world.h"
 
 namespace uroce::simlab {
 
