@@ -2,8 +2,9 @@
 // A link moves RoCEv2 packets between a device and the network: UDP sockets in real time
 // (udp_link.h) or the emulated fabric in virtual time (fabric/sim_link.h, fabric/fabric_link.h,
 // which live with the fabric so that this layer needs only the wire). It builds IP/UDP and the
-// ICRC on the way out, and parses, checks and counts on the way in. The progress engine is its
-// only caller.
+// ICRC on the way out, and parses, checks and counts on the way in. Whatever drives the device
+// calls it, one pass at a time: the progress engine in real time (api/progress_engine.h), the world
+// core in virtual time (sim/world_core.h); links are not thread-safe.
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -13,6 +14,10 @@
 
 namespace uroce::link {
 
+// The same meaning in every link. A packet is one RoCE packet, however the link batches it (a GSO
+// send of 16 segments counts 16). A byte is a byte of the network-layer packet: the IP header
+// (RoCEv2) or the GRH (RoCE v1), UDP, BTH through ICRC; not Ethernet framing, which some links
+// never see. rx_* count packets handed up; the rx_drop_* counters count what was not.
 struct LinkCounters {
   uint64_t tx_packets = 0, tx_bytes = 0, rx_packets = 0, rx_bytes = 0;
   uint64_t rx_ce_marked = 0;
