@@ -40,14 +40,15 @@ struct ProgressOptions {
   Nanos min_block_ns = 20'000;
   size_t budget = verbs::Device::kDefaultBudget;  // packets per progress() pass
   // pump_or_wait() also yields the core after every 8th pass that moved nothing while it spins
-  // (every pass cost a system call in the ping-pong's path, 0.6-0.9 us of its median): with
-  // more busy threads than cores (two spinning bench processes beside a build), a spinner that
-  // never yields holds its core for a whole time slice while its peer waits for it, and a
-  // ping-pong round trip becomes a scheduler tick (4 ms) instead of microseconds.
+  // (yielding after every pass put a system call in the ping-pong's path): with more busy
+  // threads than cores (two spinning bench processes beside a build), a spinner that never
+  // yields holds its core for a whole time slice while its peer waits for it, and a ping-pong
+  // round trip becomes a scheduler tick instead of microseconds (docs/performance.md, "Tuning
+  // behind the code's constants").
   bool yield_on_empty_spin = false;
   // While an application thread has driven a pass within this long, the engine's thread, when it
   // sleeps, waits for kicks and timers only, not for packets: the application will take them,
-  // and waking a second thread per packet costs both a wake-up (tens of microseconds in a VM)
+  // and waking a second thread per packet costs both a wake-up (expensive in a VM)
   // and the contention for the pass. 0: always wake on packets.
   Nanos app_driving_ns = 0;
   // The engine's thread blocks every signal, so a signal meant for the program (qperf's SIGALRM)

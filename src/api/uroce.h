@@ -213,8 +213,8 @@ struct ConnectOptions {
   uint8_t max_rd_atomic = 16;                        // READ/atomic we may have outstanding
   uint8_t max_dest_rd_atomic = 16;                   // READ/atomic of the peer we answer at once
   uint8_t timeout = 14;                              // 4.096 us * 2^timeout (IBA 9.7.6.1.3)
-  uint8_t retry_cnt = 7;
-  uint8_t rnr_retry = 7;  // 7 = retry forever
+  uint8_t retry_cnt = transport::kMaxRetryCnt;
+  uint8_t rnr_retry = transport::kRnrRetryForever;
   uint8_t min_rnr_timer = 12;
   uint8_t traffic_class = 0;
   uint32_t qkey = 0x11111111;  // UD only

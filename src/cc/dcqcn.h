@@ -42,7 +42,7 @@ struct DcqcnParams {
   double hai_rate_bps = 200e6;           // R_HAI
 
   // The paper's values (section 5; the authors' simulator bobzhuyb/ns3-rdma and its fluid-model
-  // script, see shared notes dcqcn-pfc-notes.md section 1). R_HAI is not settled in the sources;
+  // script; docs/cc.md, "Parameter sets"). R_HAI is not settled in the sources;
   // 200 Mb/s is the authors' sample configuration.
   static DcqcnParams paper(double line_rate_bps);
   // ConnectX-4+ firmware defaults (mlxconfig dump; Linux mlx5/cong.c names; semantics from Google

@@ -203,7 +203,7 @@ std::vector<PortId> SwitchFabric::routes(NodeId sw, HostId dst) const {
 // Headroom above XOFF for one ingress port (the bytes that still arrive after the pause decision):
 // the frame the port's own transmitter is finishing before the pause can leave, the pause frame,
 // the round trip on the cable, and the frame the upstream sender is finishing when the pause lands
-// (the terms of the Cisco/Mellanox headroom rules, shared notes section 4), plus one MTU of margin.
+// (the terms of the Cisco/Mellanox headroom rules, docs/cc.md), plus one MTU of margin.
 int SwitchFabric::finalize() {
   UROCE_CHECK(!finalized_);
   for (Node& n : nodes_) {

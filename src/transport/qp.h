@@ -35,15 +35,10 @@ struct QpCapabilities {
 // that.
 enum class LossRecovery : uint8_t { kGoBackN, kSelectiveRepeat };
 
-// How an RC RDMA WRITE (without immediate) longer than the path MTU goes on the wire.
-// kPerPacket: each PMTU is its own WRITE ONLY carrying a RETH for exactly its bytes (the
-// self-describing packets IRN asks for, with standard opcodes). Every packet of a WRITE stream
-// then has one size, so UDP GSO batches across messages (a WRITE FIRST's 16-byte RETH otherwise
-// ends every run: docs/performance.md), and each packet can be placed on its own. Any IBA
-// responder accepts it, and neither application can tell: plain WRITEs complete nothing at the
-// responder, and the requester completes the work request when its last packet is acknowledged.
-// kPerMessage: FIRST/MIDDLE/LAST, as a hardware NIC sends it. WRITE with immediate always uses
-// kPerMessage (its receive completion reports the whole message's length).
+// How an RC RDMA WRITE (without immediate) longer than the path MTU goes on the wire: kPerPacket,
+// one self-describing WRITE ONLY per PMTU (the default); kPerMessage, FIRST/MIDDLE/LAST as a
+// hardware NIC sends it. Why the default, and what either end sees: src/transport/README.md,
+// "WRITE segments" under "Choices integrators should know" (the one place that explains it).
 enum class WriteSegments : uint8_t { kPerPacket, kPerMessage };
 
 // retry_cnt and rnr_retry are 3-bit fields (IBA 9.7.6.1.3, 9.7.5.2.8).

@@ -102,8 +102,9 @@ class Device {
   // QP timer or pacing deadline otherwise, kNever if idle. Call it again when that time comes or
   // when the link's wait_fd() becomes readable or after any post.
   Nanos progress(Nanos now, size_t budget = kDefaultBudget);
-  // 256: a pass then sends up to 1 MiB at MTU 4096 in one sendmmsg (17 GSO sends) and pays one
-  // receive, ACK flush and caller round per 256 packets; 64 cost 6% of WRITE bandwidth.
+  // Large enough that a pass sends a whole GSO-batched burst in one sendmmsg and pays one receive,
+  // ACK flush and caller round per burst; smaller budgets cost WRITE bandwidth (measured:
+  // docs/performance.md, "Tuning behind the code's constants").
   static constexpr size_t kDefaultBudget = 256;
 
   // Port state changes (link down/up) post PORT_ERR / PORT_ACTIVE to every open context.

@@ -1,6 +1,6 @@
 // DCQCN closed over the fabric, without the transport: senders pace with cc::Dcqcn + cc::Pacer,
 // receivers answer CE marks with CNPs through cc::CnpPacer, switches mark with RED ECN and PFC
-// underneath. Checks the direction of the effects (shared notes section 5, experiment 2): with
+// underneath. Checks the direction of the effects the DCQCN paper reports for an incast: with
 // DCQCN an incast needs far fewer pauses and keeps a shorter queue, and nothing is lost.
 #include <gtest/gtest.h>
 

@@ -30,9 +30,10 @@ std::unique_ptr<Node> Node::open(const NodeOptions& options, std::string& error)
   no.device.transmit_before_receive =
       true;  // a real-time link: posts leave before the next receive
   // Busy-poll while packets flow and a little after: sleeping after every batch makes the sender
-  // pay a wake-up per batch (an IPI, a VM exit under a hypervisor), which cost the client of a
-  // WRITE run about a sixth of its CPU (docs/performance.md). No yield phase: the process has
-  // one thread, and the peer process has the other core. No engine thread either: pump().
+  // pay a wake-up per batch (an IPI, a VM exit under a hypervisor), a large share of a WRITE
+  // client's CPU (docs/performance.md, "Tuning behind the code's constants"). No yield phase: the
+  // process has one thread, and the peer process has the other core. No engine thread either:
+  // pump().
   no.progress.spin_ns = 100'000;
   no.progress.yield_ns = 0;
   no.progress.yield_on_empty_spin = true;

@@ -17,6 +17,7 @@
 #include "api/ibverbs/abi.h"
 #include "api/ibverbs/context_state.h"
 #include "link/interface_mtu.h"
+#include "transport/qp_context.h"
 
 // The header turns these names into macros or inline wrappers; the exported functions are the
 // targets of those wrappers and need the plain names.
@@ -333,7 +334,9 @@ UROCE_IBV_EXPORT int ibv_get_pkey_index(ibv_context* context, uint8_t port_num, 
   Context* ctx = checked(context);
   if (!ctx || port_num != 1) return -EINVAL;
   // Full and limited membership of the default partition both match entry 0 (IBA 10.9.3).
-  if ((ntohs(pkey) & 0x7fff) == (Limits::kDefaultPkey & 0x7fff)) return 0;
+  if ((ntohs(pkey) & uroce::transport::kPkeyBaseMask) ==
+      (Limits::kDefaultPkey & uroce::transport::kPkeyBaseMask))
+    return 0;
   return -ENOENT;
 }
 
