@@ -1,4 +1,5 @@
 #pragma once
+// Extension point: a new link kind (docs/architecture.md).
 // The one place a link is chosen by configuration. Everything that opens a NIC on a real network
 // (api::open_nic, and through it the libibverbs ABI and the `uroce` command line) comes here, so a
 // new kind of link (raw Ethernet, AF_XDP, an intra-host channel) plugs in with a LinkKind value, a

@@ -19,6 +19,8 @@ struct QpCounters;
 // Which DCQCN parameter set a QP runs (docs/cc.md, "Parameter sets"). kOff: no CNPs are sent, a
 // received CNP is only counted, and the pacer is left alone (the transport's behaviour before
 // congestion control existed).
+// Extension point: a new congestion-control algorithm is a value here and its reaction point in
+// src/cc (docs/architecture.md).
 enum class CcAlgorithm : uint8_t { kOff, kDcqcnPaper, kDcqcnMlx5 };
 
 struct CongestionConfig {

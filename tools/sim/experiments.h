@@ -1,4 +1,6 @@
 #pragma once
+// Extension point: a new experiment is a run_<name>() here, a name in sim_cli.cpp and a direction
+// test in tests/sim/lab_experiments_test.cpp (docs/architecture.md).
 // The fabric experiments of docs/experiments.md, each a function of its parameters and seed:
 // incast, victim flow, parking lot, convergence and loss. Each returns its numbers and can write a
 // CSV time series and an SVG plot that record every parameter and the seed.

@@ -1,3 +1,5 @@
+// Extension point: a connection manager replaces this stand-in (docs/architecture.md says where
+// the MAD codec, the GSI QP and the CM state machine go).
 // Stand-in librdmacm.so.1. Connection management (rdma_cm, perftest -R / -z) is not supported
 // by uroce yet: every call fails with EOPNOTSUPP, so tools report a clean error instead of
 // failing to start because the real librdmacm cannot bind to the drop-in libibverbs.
