@@ -15,6 +15,7 @@ Result<std::unique_ptr<Nic>> open_nic(const NicOptions& options, std::string* er
   if (!link) return Err(link.error());
   std::unique_ptr<Nic> nic(new Nic());
   nic->link_ = std::move(*link);
+  nic->qp_defaults_ = options.qp_defaults;
   nic->device_ = std::make_unique<verbs::Device>(*nic->link_, options.device);
   nic->engine_ = std::make_unique<ProgressEngine>(*nic->device_, options.progress);
   if (options.start_engine) {

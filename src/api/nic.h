@@ -17,6 +17,7 @@
 #include <string>
 
 #include "api/progress_engine.h"
+#include "api/uroce.h"
 #include "common/result.h"
 #include "link/factory.h"
 #include "link/interface_mtu.h"
@@ -43,6 +44,10 @@ struct NicOptions {
   verbs::DeviceConfig device;
   ProgressOptions progress;
   bool start_engine = false;  // start the engine's thread before returning
+  // Congestion control, loss recovery and WRITE segmentation for the QPs its users create: the
+  // ABI fills it from the environment (UROCE_CC, ...), the CLI from its flags; each applies it to
+  // every QpInitAttr with apply_qp_defaults() (ibv_qp_init_attr has no field for these).
+  QpTransportOptions qp_defaults;
 };
 
 class Nic {
@@ -56,6 +61,7 @@ class Nic {
   ProgressEngine& engine() { return *engine_; }
   link::Link& link() { return *link_; }
   const link::Link& link() const { return *link_; }
+  const QpTransportOptions& qp_defaults() const { return qp_defaults_; }
 
  private:
   friend Result<std::unique_ptr<Nic>> open_nic(const NicOptions&, std::string*);
@@ -64,6 +70,7 @@ class Nic {
   std::unique_ptr<link::Link> link_;
   std::unique_ptr<verbs::Device> device_;
   std::unique_ptr<ProgressEngine> engine_;
+  QpTransportOptions qp_defaults_;
 };
 
 // Opens the link, builds the device and the engine, and starts the engine's thread if asked.

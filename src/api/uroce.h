@@ -152,6 +152,12 @@ struct QpTransportOptions {
   LossRecovery loss_recovery = LossRecovery::kGoBackN;
   WriteSegments write_segments = WriteSegments::kPerPacket;
 };
+// Sets the QP's congestion control, loss recovery and WRITE segmentation to `o`'s.
+inline void apply_qp_defaults(const QpTransportOptions& o, QpInitAttr& init) {
+  init.congestion = o.congestion;
+  init.loss_recovery = o.loss_recovery;
+  init.write_segments = o.write_segments;
+}
 template <typename GetEnv = decltype(&std::getenv)>
 QpTransportOptions qp_transport_options_from_env(std::vector<std::string>* errors,
                                                  GetEnv get = &std::getenv) {

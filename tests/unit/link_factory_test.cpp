@@ -228,6 +228,24 @@ TEST(OpenNic, ReturnsTheDeviceOnTheLinkWithItsEngine) {
   EXPECT_EQ((*idle)->engine().pump(), kNever);  // the caller drives; nothing to do
 }
 
+TEST(OpenNic, KeepsTheQpDefaultsItsUsersApplyToEveryQp) {
+  api::NicOptions o;
+  o.link.address = "127.77.53.3";
+  o.qp_defaults.congestion.algorithm = CcAlgorithm::kDcqcnPaper;
+  o.qp_defaults.congestion.line_rate_bps = 2e9;
+  o.qp_defaults.loss_recovery = LossRecovery::kSelectiveRepeat;
+  o.qp_defaults.write_segments = WriteSegments::kPerMessage;
+  auto nic = api::open_nic(o);
+  ASSERT_TRUE(nic.ok()) << std::strerror(nic.error());
+  QpInitAttr init;  // starts with the transport's own defaults
+  EXPECT_EQ(init.loss_recovery, LossRecovery::kGoBackN);
+  apply_qp_defaults((*nic)->qp_defaults(), init);
+  EXPECT_EQ(init.congestion.algorithm, CcAlgorithm::kDcqcnPaper);
+  EXPECT_EQ(init.congestion.line_rate_bps, 2e9);
+  EXPECT_EQ(init.loss_recovery, LossRecovery::kSelectiveRepeat);
+  EXPECT_EQ(init.write_segments, WriteSegments::kPerMessage);
+}
+
 TEST(OpenNic, ABadAddressGivesItsErrnoAndASentence) {
   api::NicOptions o;
   o.link.address = "192.0.2.1";  // TEST-NET-1: no host has it

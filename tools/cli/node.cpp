@@ -38,6 +38,9 @@ std::unique_ptr<Node> Node::open(const NodeOptions& options, std::string& error)
   no.progress.yield_ns = 0;
   no.progress.yield_on_empty_spin = true;
   no.start_engine = false;
+  no.qp_defaults.congestion = options.congestion;
+  no.qp_defaults.loss_recovery = options.loss_recovery;
+  no.qp_defaults.write_segments = options.write_segments;
   auto nic = api::open_nic(no, &error);
   if (!nic) return nullptr;
   n->nic_ = std::move(*nic);
@@ -70,9 +73,7 @@ std::unique_ptr<Node> Node::open(const NodeOptions& options, std::string& error)
   qa.cap.max_send_sge = 1;
   qa.cap.max_recv_sge = 1;
   qa.cap.max_inline_data = 0;
-  qa.congestion = options.congestion;
-  qa.loss_recovery = options.loss_recovery;
-  qa.write_segments = options.write_segments;
+  apply_qp_defaults(n->nic_->qp_defaults(), qa);
   qa.max_psn_window = options.max_psn_window;
   auto qp = n->pd_->create_qp(qa);
   if (!qp) return fail("create_qp", qp.error());

@@ -631,10 +631,8 @@ ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr) {
   init.cap = to_verbs(attr->cap);
   init.qp_type = static_cast<v::QpType>(attr->qp_type);
   init.sq_sig_all = attr->sq_sig_all != 0;
-  // ibv_qp_init_attr has no field for these: the environment chooses them (config.h).
-  init.congestion = qp_transport_options().congestion;
-  init.loss_recovery = qp_transport_options().loss_recovery;
-  init.write_segments = qp_transport_options().write_segments;
+  // ibv_qp_init_attr has no field for these: the environment chose them for the NIC (config.h).
+  apply_qp_defaults(state_of(pd->context)->runtime()->qp_defaults(), init);
   auto impl = from(pd)->impl->create_qp(init);
   if (!impl.ok()) return fail<ibv_qp>(impl.error());
   auto* q = new (std::nothrow) Qp{};

@@ -4,6 +4,8 @@
 #include <map>
 #include <mutex>
 
+#include "api/ibverbs/config.h"
+
 namespace uroce::abi {
 namespace {
 
@@ -82,6 +84,7 @@ Result<std::shared_ptr<Runtime>> Runtime::acquire(Device* device) {
   o.progress.yield_ns = 0;
   o.progress.app_driving_ns = 200'000;
   o.progress.block_signals = true;
+  o.qp_defaults = qp_transport_options();
   o.start_engine = true;
   auto nic = api::open_nic(o);
   if (!nic.ok()) return Err(nic.error());

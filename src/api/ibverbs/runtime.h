@@ -27,6 +27,8 @@ class Runtime {
   Runtime& operator=(const Runtime&) = delete;
 
   verbs::Device& device() { return nic_->device(); }
+  // Every QP this process creates on the device gets these (UROCE_CC, ...: config.h).
+  const QpTransportOptions& qp_defaults() const { return nic_->qp_defaults(); }
   // After work was posted, or when a poll found nothing: runs one progress pass on the calling
   // thread if no other thread is in one, else makes sure the progress thread looks again. Doing
   // the NIC's work on the thread that is waiting for it keeps the data path free of thread
