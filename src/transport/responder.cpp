@@ -9,13 +9,7 @@
 
 namespace uroce::transport {
 
-namespace {
-// Every READ/atomic holds a resource while its response is queued, ACKs between them coalesce,
-// and at most one NAK is outstanding before the QP stops: 2 * 255 + a few slots always suffice.
-constexpr uint32_t kResponseSlots = 2 * 255 + 8;
-}  // namespace
-
-Responder::Responder(QpContext& ctx) : ctx_(ctx), responses_(kResponseSlots) {
+Responder::Responder(QpContext& ctx) : ctx_(ctx) {
   reset();
 }
 
@@ -31,9 +25,8 @@ void Responder::reset() {
   write_rkey_ = 0;
   uc_dropping_ = false;
   reorder_.clear();
-  resources_.assign(std::max<uint32_t>(1, ctx_.config.max_dest_rd_atomic), Resource{});
-  resource_clock_ = 0;
-  resp_head_ = resp_tail_ = 0;
+  resources_.reset(ctx_.config.max_dest_rd_atomic);
+  responses_.clear();
 }
 
 void Responder::configure() {
@@ -41,7 +34,7 @@ void Responder::configure() {
   // arrived the expected PSN and the resources in use must not be reset under them.
   if (started_) return;
   epsn_ = ctx_.config.rq_psn;
-  resources_.assign(std::max<uint32_t>(1, ctx_.config.max_dest_rd_atomic), Resource{});
+  resources_.resize(ctx_.config.max_dest_rd_atomic);
 }
 
 std::optional<RecvWqe> Responder::take_current_recv() {
@@ -176,17 +169,14 @@ void Responder::queue_seq_nak() {
   ++ctx_.counters.seq_naks_sent;
   nak_outstanding_ = true;
   const wire::Aeth aeth = wire::Aeth::nak(msn_, wire::NakCode::kPsnSequenceError);
-  if (resp_tail_ != resp_head_) {
-    Response& tail = responses_[(resp_tail_ - 1) % responses_.size()];
-    if (tail.kind == Response::Kind::kAck && tail.aeth.type() == wire::AckType::kAck) {
-      // The NAK acknowledges everything before its PSN (IBA 9.7.5.2.3): it replaces an ACK not
-      // yet sent instead of following it.
-      ++ctx_.counters.naks_sent;
-      tail.psn = epsn_;
-      tail.aeth = aeth;
-      unacked_ = 0;
-      return;
-    }
+  if (Response* ack = responses_.pending_ack()) {
+    // The NAK acknowledges everything before its PSN (IBA 9.7.5.2.3): it replaces an ACK not
+    // yet sent instead of following it.
+    ++ctx_.counters.naks_sent;
+    ack->psn = epsn_;
+    ack->aeth = aeth;
+    unacked_ = 0;
+    return;
   }
   queue_nak(epsn_, aeth);
 }
@@ -329,7 +319,7 @@ Responder::Verdict Responder::on_read(const wire::TransportHeaders& h) {
   if (len > 0 && !ctx_.memory.remote(h.reth.rkey, h.reth.va, len, kAccessRemoteRead, ctx_.qpn).ok())
     return Verdict::kAccess;
   // More READ/atomics in progress than max_dest_rd_atomic (IBA 9.7.7.2.1): Invalid Request.
-  Resource* r = alloc_resource();
+  Resource* r = resources_.take(ctx_.counters.responses_dropped);
   if (r == nullptr) return Verdict::kInvalid;
   r->kind = Resource::Kind::kRead;
   r->first_psn = r->reply_psn = epsn_;
@@ -353,7 +343,7 @@ Responder::Verdict Responder::on_atomic(const wire::TransportHeaders& h,
   auto p = ctx_.memory.remote(h.atomic.rkey, h.atomic.va, 8, kAccessRemoteAtomic, ctx_.qpn);
   if (!p.ok()) return Verdict::kAccess;
   if (reinterpret_cast<uintptr_t>(*p) % alignof(uint64_t) != 0) return Verdict::kOperational;
-  Resource* r = alloc_resource();
+  Resource* r = resources_.take(ctx_.counters.responses_dropped);
   if (r == nullptr) return Verdict::kInvalid;
   // Executed once here; duplicates replay `original` from the resource (IBA 9.7.5.1.2).
   std::atomic_ref<uint64_t> target(*reinterpret_cast<uint64_t*>(*p));
@@ -430,13 +420,7 @@ void Responder::on_duplicate(const wire::TransportHeaders& h) {
       // it and evict another live resource (an atomic's result, docs/sim-findings.md 1).
       const uint32_t len = h.reth.dma_length;
       const uint32_t npsn = packets_for(len, ctx_.mtu());
-      Resource* r = nullptr;
-      for (Resource& c : resources_) {
-        const int32_t d = psn.distance_from(c.first_psn);
-        if (c.kind == Resource::Kind::kRead && d >= 0 && static_cast<uint32_t>(d) < c.npsn &&
-            static_cast<uint32_t>(d) + npsn <= c.npsn)
-          r = &c;
-      }
+      Resource* r = resources_.find_read(psn, npsn);
       // No resource: older than the last max_dest_rd_atomic READ/atomics, so the requester (which
       // keeps at most that many outstanding) already has its data; or not a READ we answered.
       if (r == nullptr || !remote_ok(kAccessRemoteRead) ||
@@ -456,11 +440,9 @@ void Responder::on_duplicate(const wire::TransportHeaders& h) {
     }
     case wire::Kind::kCompareSwap:
     case wire::Kind::kFetchAdd:
-      for (Resource& c : resources_) {
-        if (c.kind == Resource::Kind::kAtomic && c.first_psn == psn) {
-          if (!c.queued) queue_resource_response(c, psn);
-          return;
-        }
+      if (Resource* r = resources_.find_atomic(psn)) {
+        if (!r->queued) queue_resource_response(*r, psn);
+        return;
       }
       // Older than every resource: the requester already has this result.
       ++ctx_.counters.rx_dropped;
@@ -558,64 +540,29 @@ void Responder::complete_recv(WcStatus status, WcOpcode opcode, uint32_t byte_le
   if (status != WcStatus::kSuccess && ctx_.type != QpType::kUd) ctx_.error_pending = true;
 }
 
-Responder::Resource* Responder::alloc_resource() {
-  Resource* best = nullptr;
-  for (Resource& r : resources_) {
-    if (r.queued) continue;
-    if (best == nullptr || r.kind == Resource::Kind::kFree ||
-        (best->kind != Resource::Kind::kFree && r.age < best->age))
-      best = &r;
-    if (best->kind == Resource::Kind::kFree) break;
-  }
-  if (best == nullptr) {
-    // Every resource has a response queued. One that is only replaying an answer already sent
-    // whole belongs to a request the requester has since completed (it keeps at most
-    // max_rd_atomic outstanding and completes them in order), so the oldest such replay gives
-    // way to the new request, as a NIC reuses its oldest resource. Without this, a requester that
-    // timed out and resent its READs would be NAKed for the new READ it posts once the original
-    // answers arrive. A resource still sending its first answer is never taken.
-    for (Resource& r : resources_)
-      if (r.answered && (best == nullptr || r.age < best->age)) best = &r;
-    if (best == nullptr) return nullptr;
-    ++best->generation;  // its queued replay is skipped when it reaches the head
-    best->queued = false;
-    ++ctx_.counters.responses_dropped;
-  }
-  best->age = ++resource_clock_;
-  best->answered = false;
-  return best;
-}
-
 void Responder::queue_resource_response(Resource& r, Psn psn) {
   const auto kind =
       r.kind == Resource::Kind::kAtomic ? Response::Kind::kAtomic : Response::Kind::kRead;
   r.queued = true;
-  queue_response({kind, psn, {}, static_cast<uint32_t>(&r - resources_.data()), r.generation});
+  queue_response({kind, psn, {}, resources_.index_of(r), r.generation});
 }
 
 bool Responder::stale(const Response& r) const {
-  return r.kind != Response::Kind::kAck && resources_[r.resource].generation != r.generation;
+  return r.kind != Response::Kind::kAck && resources_.at(r.resource).generation != r.generation;
 }
 
 // ---- Responses -------------------------------------------------------------------------------
 
 void Responder::queue_response(const Response& r) {
-  if (resp_tail_ - resp_head_ == responses_.size()) {
-    ++ctx_.counters.responses_dropped;
-    return;
-  }
-  responses_[resp_tail_++ % responses_.size()] = r;
+  if (!responses_.push(r)) ++ctx_.counters.responses_dropped;
 }
 
 void Responder::queue_ack(Psn psn) {
   unacked_ = 0;
-  if (resp_tail_ != resp_head_) {
-    Response& tail = responses_[(resp_tail_ - 1) % responses_.size()];
-    if (tail.kind == Response::Kind::kAck && tail.aeth.type() == wire::AckType::kAck) {
-      tail.psn = psn;  // a newer ACK supersedes one not yet sent
-      tail.aeth = wire::Aeth::ack(msn_);
-      return;
-    }
+  if (Response* ack = responses_.pending_ack()) {
+    ack->psn = psn;  // a newer ACK supersedes one not yet sent
+    ack->aeth = wire::Aeth::ack(msn_);
+    return;
   }
   queue_response({Response::Kind::kAck, psn, wire::Aeth::ack(msn_), 0});
 }
@@ -626,18 +573,17 @@ void Responder::queue_nak(Psn psn, wire::Aeth aeth) {
 }
 
 Nanos Responder::ready_at(Nanos now) const {
-  if (resp_head_ == resp_tail_) return kNever;
-  const Response& r = responses_[resp_head_ % responses_.size()];
+  if (responses_.empty()) return kNever;
+  const Response& r = responses_.front();
   if (r.kind != Response::Kind::kRead || stale(r)) return now;
   if (ctx_.pacer.may_send(now, ctx_.mtu(), 0)) return now;
   return std::max(now, ctx_.pacer.next_send_time(now, ctx_.mtu()));
 }
 
 bool Responder::build(Nanos now, TxPacket& out) {
-  while (resp_head_ != resp_tail_ && stale(responses_[resp_head_ % responses_.size()]))
-    ++resp_head_;
-  if (resp_head_ == resp_tail_) return false;
-  Response& r = responses_[resp_head_ % responses_.size()];
+  while (!responses_.empty() && stale(responses_.front())) responses_.pop();
+  if (responses_.empty()) return false;
+  const Response& r = responses_.front();
   wire::TransportHeaders h;
   h.bth.pkey = ctx_.config.pkey;
   h.bth.dest_qp = ctx_.config.dest_qpn;
@@ -648,21 +594,21 @@ bool Responder::build(Nanos now, TxPacket& out) {
       h.bth.opcode = wire::op::kRcAck;
       h.bth.psn = r.psn;
       h.aeth = r.aeth;
-      ++resp_head_;
+      responses_.pop();
       break;
     case Response::Kind::kAtomic: {
-      Resource& res = resources_[r.resource];
+      Resource& res = resources_.at(r.resource);
       h.bth.opcode = wire::op::kRcAtomicAck;
       h.bth.psn = res.first_psn;
       h.aeth = wire::Aeth::ack(res.msn);
       h.atomic_ack.original = res.original;
       res.queued = false;
       res.answered = true;
-      ++resp_head_;
+      responses_.pop();
       break;
     }
     case Response::Kind::kRead: {
-      Resource& res = resources_[r.resource];
+      Resource& res = resources_.at(r.resource);
       const uint32_t mtu = ctx_.mtu();
       const uint64_t offset = uint64_t{res.sent} * mtu;
       const uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(mtu, res.length - offset));
@@ -673,7 +619,7 @@ bool Responder::build(Nanos now, TxPacket& out) {
           // Deregistered since the request was checked: abandon; the requester times out.
           ++ctx_.counters.responses_dropped;
           res.queued = false;
-          ++resp_head_;
+          responses_.pop();
           return false;
         }
         out.payload[0] = {*src, len};
@@ -693,7 +639,7 @@ bool Responder::build(Nanos now, TxPacket& out) {
       if (++res.sent == res.reply_npsn) {
         res.queued = false;
         res.answered = true;
-        ++resp_head_;
+        responses_.pop();
       }
       break;
     }

@@ -8,6 +8,8 @@
 
 #include "transport/qp_context.h"
 #include "transport/reorder_buffer.h"
+#include "transport/responder_resources.h"
+#include "transport/response_ring.h"
 
 namespace uroce::transport {
 
@@ -41,33 +43,8 @@ class Responder {
   };
   enum class InMessage : uint8_t { kNone, kSend, kWrite };
 
-  struct Resource {  // one responder resource (IBA 9.7.7.2.1): a READ or an atomic
-    enum class Kind : uint8_t { kFree, kRead, kAtomic } kind = Kind::kFree;
-    // The request PSNs this resource answers for, fixed when it is taken: a duplicate READ may
-    // replay part of them but never changes them, so later duplicates still find it.
-    Psn first_psn;
-    uint32_t npsn = 0;
-    uint32_t msn = 0;
-    uint64_t original = 0;  // atomic result, replayed for duplicates
-    uint64_t age = 0;
-    bool queued = false;      // has an entry in the response queue
-    bool answered = false;    // its first response went out whole: what is queued is a replay
-    uint32_t generation = 0;  // bumped when the slot is taken over; stale queue entries skip
-    // The READ response being sent: the whole READ, or the tail a duplicate asked for.
-    Psn reply_psn;
-    uint32_t reply_npsn = 0;
-    uint64_t va = 0;
-    uint32_t rkey = 0;
-    uint32_t length = 0;
-    uint32_t sent = 0;  // READ response packets sent so far
-  };
-  struct Response {
-    enum class Kind : uint8_t { kAck, kRead, kAtomic } kind = Kind::kAck;
-    Psn psn;
-    wire::Aeth aeth;
-    uint32_t resource = 0;
-    uint32_t generation = 0;  // of the resource when queued
-  };
+  using Resource = ResponderResources::Resource;
+  using Response = ResponseRing::Response;
 
   void receive_rc(const RxPacket& pkt, Nanos now);
   // Runs the IBA 9.7.5.1 checks and executes an in-order packet; true if epsn moved past it.
@@ -100,7 +77,6 @@ class Responder {
   // Completes the current receive WQE (success or error) and forgets it.
   void complete_recv(WcStatus status, WcOpcode opcode, uint32_t byte_len, uint32_t flags,
                      uint32_t imm_or_rkey, uint32_t src_qp = 0);
-  Resource* alloc_resource();
   void queue_response(const Response& r);
   void queue_ack(Psn psn);
   void queue_nak(Psn psn, wire::Aeth aeth);
@@ -121,12 +97,9 @@ class Responder {
   uint64_t write_total_ = 0;
   bool uc_dropping_ = false;  // UC: the rest of a broken message is discarded (IBA 9.8.4)
 
-  std::vector<Resource> resources_;
-  uint64_t resource_clock_ = 0;
+  ResponderResources resources_;
   ReorderBuffer reorder_;  // selective repeat only
-
-  std::vector<Response> responses_;  // ring, fixed size
-  uint64_t resp_head_ = 0, resp_tail_ = 0;
+  ResponseRing responses_;
 };
 
 }  // namespace uroce::transport

@@ -741,7 +741,7 @@ TEST(SrPair, SelectiveRepeatResendsExactlyTheLostPackets) {
   EXPECT_EQ(gbn.held, 0u);
 }
 
-TEST(SrPair, DenseHolesGoBackOnceAndStillResendLessThanGoBackN) {
+TEST(SrPair, DenseHolesGoBackAndStillResendLessThanGoBackN) {
   // Every 7th packet: nine holes per window, more than one round trip apiece can repair in time,
   // so the requester goes back N now and then (sr_go_backs), and still resends less.
   const WriteRun gbn = run_writes({LossRecovery::kGoBackN, LossRecovery::kGoBackN});

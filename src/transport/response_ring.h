@@ -1,0 +1,52 @@
+#pragma once
+// The responder's output queue: ACKs, NAKs, READ responses and atomic ACKs in the order they were
+// decided, a fixed ring that never grows. READ and atomic entries name a responder resource and
+// the generation it had when queued: an entry whose resource was taken over since is stale.
+#include <cstdint>
+#include <vector>
+
+#include "transport/qp_context.h"
+
+namespace uroce::transport {
+
+class ResponseRing {
+ public:
+  struct Response {
+    enum class Kind : uint8_t { kAck, kRead, kAtomic } kind = Kind::kAck;  // kAck: ACK or NAK
+    Psn psn;
+    wire::Aeth aeth;
+    uint32_t resource = 0;
+    uint32_t generation = 0;  // of the resource when queued
+  };
+  // Every READ/atomic holds a resource while its response is queued, ACKs between them coalesce,
+  // and at most one NAK is outstanding before the QP stops: 2 * 255 + a few slots always suffice.
+  static constexpr uint32_t kSlots = 2 * 255 + 8;
+
+  ResponseRing() : ring_(kSlots) {}
+
+  void clear() { head_ = tail_ = 0; }
+  bool empty() const { return head_ == tail_; }
+  // Appends `r`; false (and nothing queued) if the ring is full.
+  bool push(const Response& r) {
+    if (tail_ - head_ == ring_.size()) return false;
+    ring_[tail_++ % ring_.size()] = r;
+    return true;
+  }
+  // The last entry if it is an ACK (not a NAK) not yet sent, which a newer ACK or a NAK may
+  // replace; nullptr otherwise.
+  Response* pending_ack() {
+    if (empty()) return nullptr;
+    Response& last = ring_[(tail_ - 1) % ring_.size()];
+    return last.kind == Response::Kind::kAck && last.aeth.type() == wire::AckType::kAck ? &last
+                                                                                        : nullptr;
+  }
+  Response& front() { return ring_[head_ % ring_.size()]; }
+  const Response& front() const { return ring_[head_ % ring_.size()]; }
+  void pop() { ++head_; }
+
+ private:
+  std::vector<Response> ring_;
+  uint64_t head_ = 0, tail_ = 0;
+};
+
+}  // namespace uroce::transport
