@@ -16,6 +16,7 @@
 
 /* Exported by libibverbs but declared in rdma-core's driver.h, which Debian does not ship. */
 int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t size);
+const char* ibv_get_sysfs_path(void);
 
 static int failures;
 #define CHECK(cond)                                                            \
@@ -57,6 +58,17 @@ static void check_device_list(void) {
   CHECK(ibv_get_device_guid(list[0]) != ibv_get_device_guid(list[1]));
   char buf[64];
   CHECK(ibv_read_sysfs_file(list[0]->ibdev_path, "board_id", buf, sizeof buf) > 0);
+  /* rdma-core builds ibdev_path as <sysfs path>/class/infiniband/<name>; the same holds here, so
+   * a program that builds the path itself reaches the attributes ibv_read_sysfs_file answers. */
+  const char* sysfs = ibv_get_sysfs_path();
+  CHECK(sysfs != NULL && strcmp(sysfs, "/uroce") == 0);
+  if (sysfs) {
+    char dir[IBV_SYSFS_PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/class/infiniband/%s", sysfs, ibv_get_device_name(list[1]));
+    CHECK(strcmp(dir, list[1]->ibdev_path) == 0);
+    CHECK(ibv_read_sysfs_file(dir, "board_id", buf, sizeof buf) == 5);
+    CHECK(strcmp(buf, "uroce") == 0);
+  }
   ibv_free_device_list(list);
 }
 
