@@ -174,6 +174,33 @@ static void check_unsupported(struct ibv_context* ctx) {
   CHECK(ibv_alloc_td(ctx, &tattr) == NULL);
   CHECK(errno == EOPNOTSUPP || errno == ENOSYS);
   CHECK(ibv_import_device(3) == NULL);
+
+  /* ibv_rereg_mr answers as rdma-core does for a provider without rereg: the old MR stays valid
+   * (IBV_REREG_MR_ERR_INPUT), errno EOPNOTSUPP; bad arguments are EINVAL first. */
+  struct ibv_pd* pd = ibv_alloc_pd(ctx);
+  CHECK(pd != NULL);
+  char region[64];
+  struct ibv_mr* mr = pd ? ibv_reg_mr(pd, region, sizeof region, IBV_ACCESS_LOCAL_WRITE) : NULL;
+  CHECK(mr != NULL);
+  if (mr) {
+    errno = 0;
+    CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, 0) == IBV_REREG_MR_ERR_INPUT);
+    CHECK(errno == EOPNOTSUPP);
+    errno = 0;
+    CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_FLAGS_SUPPORTED + 1, NULL, NULL, 0, 0) ==
+          IBV_REREG_MR_ERR_INPUT);
+    CHECK(errno == EINVAL);
+    errno = 0; /* access without IBV_REREG_MR_CHANGE_ACCESS */
+    CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, pd, NULL, 0, IBV_ACCESS_LOCAL_WRITE) ==
+          IBV_REREG_MR_ERR_INPUT);
+    CHECK(errno == EINVAL);
+    errno = 0; /* a new translation needs an address and a length */
+    CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, NULL, 0, 0) ==
+          IBV_REREG_MR_ERR_INPUT);
+    CHECK(errno == EINVAL);
+    CHECK(ibv_dereg_mr(mr) == 0);
+  }
+  if (pd) CHECK(ibv_dealloc_pd(pd) == 0);
   CHECK(ibv_resize_cq(NULL, 1) == EOPNOTSUPP);
   CHECK(ibv_attach_mcast(NULL, NULL, 0) == EOPNOTSUPP);
 }
