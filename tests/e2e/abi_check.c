@@ -88,6 +88,7 @@ static void check_queries(struct ibv_context* ctx) {
   CHECK(ibv_query_device_ex(ctx, NULL, &attr_ex) == 0);
   CHECK(attr_ex.orig_attr.max_qp == attr.max_qp);
   CHECK(attr_ex.max_dm_size == 0);
+  CHECK(attr_ex.phys_port_cnt_ex == 1);
 
   struct ibv_port_attr port;
   memset(&port, 0xa5, sizeof port);

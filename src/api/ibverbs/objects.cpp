@@ -398,6 +398,7 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input
   ibv_device_attr_ex full;
   std::memset(&full, 0, sizeof full);
   fill_device_attr(*ctx->device, &full.orig_attr);
+  full.phys_port_cnt_ex = full.orig_attr.phys_port_cnt;
   std::memcpy(attr, &full, std::min(attr_size, sizeof full));
   return 0;
 }
