@@ -336,10 +336,13 @@ static void check_memory_windows(struct end* a, struct end* b) {
       .wr_id = 30, .opcode = IBV_WR_BIND_MW, .send_flags = IBV_SEND_SIGNALED};
   bind.bind_mw.mw = mw;
   bind.bind_mw.rkey = key;
-  bind.bind_mw.bind_info = (struct ibv_mw_bind_info){.mr = mr,
-                                                     .addr = (uintptr_t)region + 256,
-                                                     .length = 512,
-                                                     .mw_access_flags = IBV_ACCESS_REMOTE_WRITE};
+  /* LOCAL_WRITE among a window's rights is accepted and ignored, as by rdma-core's devices
+   * (pyverbs passes it). */
+  bind.bind_mw.bind_info = (struct ibv_mw_bind_info){
+      .mr = mr,
+      .addr = (uintptr_t)region + 256,
+      .length = 512,
+      .mw_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE};
   struct ibv_send_wr* bad = NULL;
   CHECK(ibv_post_send(b->qp, &bind, &bad) == 0);
   struct ibv_wc wc;

@@ -290,9 +290,12 @@ int convert_send_wr(const ibv_send_wr& wr, t::Sge* sges, t::SendWr* out) {
     case IBV_WR_BIND_MW: {
       if (!wr.bind_mw.mw) return EINVAL;
       const ibv_mw_bind_info& b = wr.bind_mw.bind_info;
+      // Local write means nothing for a window, whose rights are remote ones; rdma-core's devices
+      // accept it (pyverbs passes it), so it is dropped here rather than failing the bind.
+      const uint32_t rights = b.mw_access_flags & ~uint32_t{IBV_ACCESS_LOCAL_WRITE};
       // No MR is an unbind (length 0); the window names itself by its current key's index.
-      w.bind = {wr.bind_mw.mw->rkey, wr.bind_mw.rkey, b.mr ? b.mr->lkey : 0u, b.addr, b.length,
-                b.mw_access_flags};
+      w.bind = {
+          wr.bind_mw.mw->rkey, wr.bind_mw.rkey, b.mr ? b.mr->lkey : 0u, b.addr, b.length, rights};
       break;
     }
     default:
