@@ -278,6 +278,7 @@ static int connect_qp(struct end* e, const struct end* peer) {
   a.ah_attr.is_global = 1;
   a.ah_attr.grh.dgid = peer->gid;
   a.ah_attr.grh.hop_limit = 64;
+  a.ah_attr.grh.flow_label = 0xffffffff; /* UCX passes ~0: the low 20 bits count */
   a.ah_attr.port_num = 1;
   rc |= ibv_modify_qp(e->qp, &a,
                       IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
@@ -295,6 +296,9 @@ static int connect_qp(struct end* e, const struct end* peer) {
                           IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
   CHECK(rc == 0);
   CHECK(e->qp->state == IBV_QPS_RTS);
+  struct ibv_qp_init_attr ia;
+  CHECK(ibv_query_qp(e->qp, &a, IBV_QP_AV, &ia) == 0);
+  CHECK(a.ah_attr.grh.flow_label == 0xfffff);
   return rc;
 }
 

@@ -103,10 +103,14 @@ int usable(ibv_context* c) {
 
 // ---- Conversions -----------------------------------------------------------------------------
 
+constexpr uint32_t kFlowLabelMask = 0xfffff;
+
 v::AhAttr to_verbs(const ibv_ah_attr& a) {
   v::AhAttr r;
   std::memcpy(r.grh.dgid.data(), a.grh.dgid.raw, 16);
-  r.grh.flow_label = a.grh.flow_label;
+  // The flow label is 20 bits; callers that pass more (UCX passes ~0) get the low 20, as from
+  // rdma-core's providers and the hardware.
+  r.grh.flow_label = a.grh.flow_label & kFlowLabelMask;
   r.grh.sgid_index = a.grh.sgid_index;
   r.grh.hop_limit = a.grh.hop_limit;
   r.grh.traffic_class = a.grh.traffic_class;
