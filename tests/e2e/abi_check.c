@@ -496,6 +496,109 @@ static void check_data_path(void) {
   free(b.buf);
 }
 
+/* UD between the two devices over 127.0.3.x: a QP made through ibv_create_qp_ex with
+ * IBV_QP_INIT_ATTR_CREATE_FLAGS, an AH whose flow label is ~0, and a receive whose wc.sl names
+ * the L3 header in the 40-byte GRH area as mlx5 does (bit 3: UDP, i.e. RoCEv2; bits 2:0: L3
+ * header type, 2 for IPv4). */
+enum { kUdQkey = 0x11111111, kUdPayload = 64, kWcSlRoceV2Ipv4 = 0x8 | 0x2 };
+
+static struct ibv_qp* create_ud_qp(struct ibv_pd* pd, struct ibv_cq* cq) {
+  struct ibv_qp_init_attr_ex ia = {
+      .send_cq = cq,
+      .recv_cq = cq,
+      .qp_type = IBV_QPT_UD,
+      .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1},
+      .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS,
+      .pd = pd,
+      .create_flags = IBV_QP_CREATE_SCATTER_FCS};
+  errno = 0;
+  CHECK(ibv_create_qp_ex(pd->context, &ia) == NULL); /* a flag uroce cannot honour */
+  CHECK(errno == EOPNOTSUPP);
+  ia.create_flags = 0;
+  struct ibv_qp* qp = ibv_create_qp_ex(pd->context, &ia);
+  CHECK(qp != NULL);
+  if (!qp) return NULL;
+  struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = kUdQkey};
+  CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY) == 0);
+  a.qp_state = IBV_QPS_RTR;
+  CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE) == 0);
+  a.qp_state = IBV_QPS_RTS;
+  a.sq_psn = 7;
+  CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0);
+  return qp;
+}
+
+static void check_ud(void) {
+  struct ibv_context* ctx[2] = {open_named("uroce0"), open_named("uroce7")};
+  CHECK(ctx[0] && ctx[1]);
+  if (!ctx[0] || !ctx[1]) return;
+  struct ibv_pd* pd[2];
+  struct ibv_cq* cq[2];
+  struct ibv_qp* qp[2];
+  for (int i = 0; i < 2; ++i) {
+    pd[i] = ibv_alloc_pd(ctx[i]);
+    cq[i] = ibv_create_cq(ctx[i], 8, NULL, NULL, 0);
+    CHECK(pd[i] && cq[i]);
+    if (!pd[i] || !cq[i]) return;
+    qp[i] = create_ud_qp(pd[i], cq[i]);
+    if (!qp[i]) return;
+  }
+  static char send_buf[kUdPayload], recv_buf[40 + kUdPayload];
+  for (int i = 0; i < kUdPayload; ++i) send_buf[i] = (char)(i * 3 + 1);
+  struct ibv_mr* smr = ibv_reg_mr(pd[0], send_buf, sizeof send_buf, IBV_ACCESS_LOCAL_WRITE);
+  struct ibv_mr* rmr = ibv_reg_mr(pd[1], recv_buf, sizeof recv_buf, IBV_ACCESS_LOCAL_WRITE);
+  CHECK(smr && rmr);
+  struct ibv_ah_attr aa = {.is_global = 1, .port_num = 1};
+  CHECK(ibv_query_gid(ctx[1], 1, 0, &aa.grh.dgid) == 0);
+  aa.grh.hop_limit = 64;
+  aa.grh.flow_label = 0xffffffff; /* UCX passes ~0: the low 20 bits count */
+  struct ibv_ah* ah = ibv_create_ah(pd[0], &aa);
+  CHECK(ah != NULL);
+  if (!smr || !rmr || !ah) return;
+
+  struct ibv_sge rsge = {.addr = (uintptr_t)recv_buf, .length = sizeof recv_buf, .lkey = rmr->lkey};
+  struct ibv_recv_wr rwr = {.wr_id = 40, .sg_list = &rsge, .num_sge = 1};
+  struct ibv_recv_wr* rbad = NULL;
+  CHECK(ibv_post_recv(qp[1], &rwr, &rbad) == 0);
+  struct ibv_sge sge = {.addr = (uintptr_t)send_buf, .length = kUdPayload, .lkey = smr->lkey};
+  struct ibv_send_wr wr = {.wr_id = 41,
+                           .sg_list = &sge,
+                           .num_sge = 1,
+                           .opcode = IBV_WR_SEND,
+                           .send_flags = IBV_SEND_SIGNALED};
+  wr.wr.ud.ah = ah;
+  wr.wr.ud.remote_qpn = qp[1]->qp_num;
+  wr.wr.ud.remote_qkey = kUdQkey;
+  struct ibv_send_wr* bad = NULL;
+  CHECK(ibv_post_send(qp[0], &wr, &bad) == 0);
+
+  struct ibv_wc wc;
+  int n = 0;
+  for (int i = 0; i < 2000 && n == 0; ++i) {
+    n = ibv_poll_cq(cq[1], 1, &wc);
+    if (n == 0) usleep(1000);
+  }
+  CHECK(n == 1);
+  if (n == 1) {
+    CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV && wc.wr_id == 40);
+    CHECK(wc.byte_len == 40 + kUdPayload);
+    CHECK(wc.wc_flags & IBV_WC_GRH);
+    CHECK(wc.src_qp == qp[0]->qp_num);
+    CHECK(wc.sl == kWcSlRoceV2Ipv4);
+    CHECK(recv_buf[20] == 0x45); /* and the area does hold an IPv4 header, in its last 20 bytes */
+    CHECK(memcmp(recv_buf + 40, send_buf, kUdPayload) == 0);
+  }
+  n = 0;
+  for (int i = 0; i < 2000 && n == 0; ++i) {
+    n = ibv_poll_cq(cq[0], 1, &wc);
+    if (n == 0) usleep(1000);
+  }
+  CHECK(n == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 41);
+  /* Closing the contexts reclaims the QPs, CQs, AH and MRs. */
+  CHECK(ibv_close_device(ctx[0]) == 0);
+  CHECK(ibv_close_device(ctx[1]) == 0);
+}
+
 int main(void) {
   check_device_list();
   struct ibv_context* ctx = open_named("uroce7");
@@ -507,6 +610,7 @@ int main(void) {
   check_unsupported(ctx);
   CHECK(ibv_close_device(ctx) == 0);
   check_data_path();
+  check_ud();
   if (failures) {
     fprintf(stderr, "%d checks failed\n", failures);
     return 1;
