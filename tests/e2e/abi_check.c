@@ -16,6 +16,7 @@
 
 /* Exported by libibverbs but declared in rdma-core's driver.h, which Debian does not ship. */
 int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t size);
+const char* ibv_get_sysfs_path(void);
 
 static int failures;
 #define CHECK(cond)                                                            \
@@ -57,6 +58,17 @@ static void check_device_list(void) {
   CHECK(ibv_get_device_guid(list[0]) != ibv_get_device_guid(list[1]));
   char buf[64];
   CHECK(ibv_read_sysfs_file(list[0]->ibdev_path, "board_id", buf, sizeof buf) > 0);
+  /* rdma-core builds ibdev_path as <sysfs path>/class/infiniband/<name>; the same holds here, so
+   * a program that builds the path itself reaches the attributes ibv_read_sysfs_file answers. */
+  const char* sysfs = ibv_get_sysfs_path();
+  CHECK(sysfs != NULL && strcmp(sysfs, "/uroce") == 0);
+  if (sysfs) {
+    char dir[IBV_SYSFS_PATH_MAX];
+    snprintf(dir, sizeof dir, "%s/class/infiniband/%s", sysfs, ibv_get_device_name(list[1]));
+    CHECK(strcmp(dir, list[1]->ibdev_path) == 0);
+    CHECK(ibv_read_sysfs_file(dir, "board_id", buf, sizeof buf) == 5);
+    CHECK(strcmp(buf, "uroce") == 0);
+  }
   ibv_free_device_list(list);
 }
 
@@ -76,6 +88,7 @@ static void check_queries(struct ibv_context* ctx) {
   CHECK(ibv_query_device_ex(ctx, NULL, &attr_ex) == 0);
   CHECK(attr_ex.orig_attr.max_qp == attr.max_qp);
   CHECK(attr_ex.max_dm_size == 0);
+  CHECK(attr_ex.phys_port_cnt_ex == 1);
 
   struct ibv_port_attr port;
   memset(&port, 0xa5, sizeof port);
@@ -162,6 +175,33 @@ static void check_unsupported(struct ibv_context* ctx) {
   CHECK(ibv_alloc_td(ctx, &tattr) == NULL);
   CHECK(errno == EOPNOTSUPP || errno == ENOSYS);
   CHECK(ibv_import_device(3) == NULL);
+
+  /* ibv_rereg_mr answers as rdma-core does for a provider without rereg: the old MR stays valid
+   * (IBV_REREG_MR_ERR_INPUT), errno EOPNOTSUPP; bad arguments are EINVAL first. */
+  struct ibv_pd* pd = ibv_alloc_pd(ctx);
+  CHECK(pd != NULL);
+  char region[64];
+  struct ibv_mr* mr = pd ? ibv_reg_mr(pd, region, sizeof region, IBV_ACCESS_LOCAL_WRITE) : NULL;
+  CHECK(mr != NULL);
+  if (mr) {
+    errno = 0;
+    CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, 0) == IBV_REREG_MR_ERR_INPUT);
+    CHECK(errno == EOPNOTSUPP);
+    errno = 0;
+    CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_FLAGS_SUPPORTED + 1, NULL, NULL, 0, 0) ==
+          IBV_REREG_MR_ERR_INPUT);
+    CHECK(errno == EINVAL);
+    errno = 0; /* access without IBV_REREG_MR_CHANGE_ACCESS */
+    CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, pd, NULL, 0, IBV_ACCESS_LOCAL_WRITE) ==
+          IBV_REREG_MR_ERR_INPUT);
+    CHECK(errno == EINVAL);
+    errno = 0; /* a new translation needs an address and a length */
+    CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, NULL, 0, 0) ==
+          IBV_REREG_MR_ERR_INPUT);
+    CHECK(errno == EINVAL);
+    CHECK(ibv_dereg_mr(mr) == 0);
+  }
+  if (pd) CHECK(ibv_dealloc_pd(pd) == 0);
   CHECK(ibv_resize_cq(NULL, 1) == EOPNOTSUPP);
   CHECK(ibv_attach_mcast(NULL, NULL, 0) == EOPNOTSUPP);
 }
@@ -238,6 +278,7 @@ static int connect_qp(struct end* e, const struct end* peer) {
   a.ah_attr.is_global = 1;
   a.ah_attr.grh.dgid = peer->gid;
   a.ah_attr.grh.hop_limit = 64;
+  a.ah_attr.grh.flow_label = 0xffffffff; /* UCX passes ~0: the low 20 bits count */
   a.ah_attr.port_num = 1;
   rc |= ibv_modify_qp(e->qp, &a,
                       IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
@@ -255,6 +296,9 @@ static int connect_qp(struct end* e, const struct end* peer) {
                           IBV_QP_SQ_PSN | IBV_QP_MAX_QP_RD_ATOMIC);
   CHECK(rc == 0);
   CHECK(e->qp->state == IBV_QPS_RTS);
+  struct ibv_qp_init_attr ia;
+  CHECK(ibv_query_qp(e->qp, &a, IBV_QP_AV, &ia) == 0);
+  CHECK(a.ah_attr.grh.flow_label == 0xfffff);
   return rc;
 }
 
@@ -296,10 +340,13 @@ static void check_memory_windows(struct end* a, struct end* b) {
       .wr_id = 30, .opcode = IBV_WR_BIND_MW, .send_flags = IBV_SEND_SIGNALED};
   bind.bind_mw.mw = mw;
   bind.bind_mw.rkey = key;
-  bind.bind_mw.bind_info = (struct ibv_mw_bind_info){.mr = mr,
-                                                     .addr = (uintptr_t)region + 256,
-                                                     .length = 512,
-                                                     .mw_access_flags = IBV_ACCESS_REMOTE_WRITE};
+  /* LOCAL_WRITE among a window's rights is accepted and ignored, as by rdma-core's devices
+   * (pyverbs passes it). */
+  bind.bind_mw.bind_info = (struct ibv_mw_bind_info){
+      .mr = mr,
+      .addr = (uintptr_t)region + 256,
+      .length = 512,
+      .mw_access_flags = IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_LOCAL_WRITE};
   struct ibv_send_wr* bad = NULL;
   CHECK(ibv_post_send(b->qp, &bind, &bad) == 0);
   struct ibv_wc wc;
@@ -449,6 +496,109 @@ static void check_data_path(void) {
   free(b.buf);
 }
 
+/* UD between the two devices over 127.0.3.x: a QP made through ibv_create_qp_ex with
+ * IBV_QP_INIT_ATTR_CREATE_FLAGS, an AH whose flow label is ~0, and a receive whose wc.sl names
+ * the L3 header in the 40-byte GRH area as mlx5 does (bit 3: UDP, i.e. RoCEv2; bits 2:0: L3
+ * header type, 2 for IPv4). */
+enum { kUdQkey = 0x11111111, kUdPayload = 64, kWcSlRoceV2Ipv4 = 0x8 | 0x2 };
+
+static struct ibv_qp* create_ud_qp(struct ibv_pd* pd, struct ibv_cq* cq) {
+  struct ibv_qp_init_attr_ex ia = {
+      .send_cq = cq,
+      .recv_cq = cq,
+      .qp_type = IBV_QPT_UD,
+      .cap = {.max_send_wr = 4, .max_recv_wr = 4, .max_send_sge = 1, .max_recv_sge = 1},
+      .comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS,
+      .pd = pd,
+      .create_flags = IBV_QP_CREATE_SCATTER_FCS};
+  errno = 0;
+  CHECK(ibv_create_qp_ex(pd->context, &ia) == NULL); /* a flag uroce cannot honour */
+  CHECK(errno == EOPNOTSUPP);
+  ia.create_flags = 0;
+  struct ibv_qp* qp = ibv_create_qp_ex(pd->context, &ia);
+  CHECK(qp != NULL);
+  if (!qp) return NULL;
+  struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = kUdQkey};
+  CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY) == 0);
+  a.qp_state = IBV_QPS_RTR;
+  CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE) == 0);
+  a.qp_state = IBV_QPS_RTS;
+  a.sq_psn = 7;
+  CHECK(ibv_modify_qp(qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0);
+  return qp;
+}
+
+static void check_ud(void) {
+  struct ibv_context* ctx[2] = {open_named("uroce0"), open_named("uroce7")};
+  CHECK(ctx[0] && ctx[1]);
+  if (!ctx[0] || !ctx[1]) return;
+  struct ibv_pd* pd[2];
+  struct ibv_cq* cq[2];
+  struct ibv_qp* qp[2];
+  for (int i = 0; i < 2; ++i) {
+    pd[i] = ibv_alloc_pd(ctx[i]);
+    cq[i] = ibv_create_cq(ctx[i], 8, NULL, NULL, 0);
+    CHECK(pd[i] && cq[i]);
+    if (!pd[i] || !cq[i]) return;
+    qp[i] = create_ud_qp(pd[i], cq[i]);
+    if (!qp[i]) return;
+  }
+  static char send_buf[kUdPayload], recv_buf[40 + kUdPayload];
+  for (int i = 0; i < kUdPayload; ++i) send_buf[i] = (char)(i * 3 + 1);
+  struct ibv_mr* smr = ibv_reg_mr(pd[0], send_buf, sizeof send_buf, IBV_ACCESS_LOCAL_WRITE);
+  struct ibv_mr* rmr = ibv_reg_mr(pd[1], recv_buf, sizeof recv_buf, IBV_ACCESS_LOCAL_WRITE);
+  CHECK(smr && rmr);
+  struct ibv_ah_attr aa = {.is_global = 1, .port_num = 1};
+  CHECK(ibv_query_gid(ctx[1], 1, 0, &aa.grh.dgid) == 0);
+  aa.grh.hop_limit = 64;
+  aa.grh.flow_label = 0xffffffff; /* UCX passes ~0: the low 20 bits count */
+  struct ibv_ah* ah = ibv_create_ah(pd[0], &aa);
+  CHECK(ah != NULL);
+  if (!smr || !rmr || !ah) return;
+
+  struct ibv_sge rsge = {.addr = (uintptr_t)recv_buf, .length = sizeof recv_buf, .lkey = rmr->lkey};
+  struct ibv_recv_wr rwr = {.wr_id = 40, .sg_list = &rsge, .num_sge = 1};
+  struct ibv_recv_wr* rbad = NULL;
+  CHECK(ibv_post_recv(qp[1], &rwr, &rbad) == 0);
+  struct ibv_sge sge = {.addr = (uintptr_t)send_buf, .length = kUdPayload, .lkey = smr->lkey};
+  struct ibv_send_wr wr = {.wr_id = 41,
+                           .sg_list = &sge,
+                           .num_sge = 1,
+                           .opcode = IBV_WR_SEND,
+                           .send_flags = IBV_SEND_SIGNALED};
+  wr.wr.ud.ah = ah;
+  wr.wr.ud.remote_qpn = qp[1]->qp_num;
+  wr.wr.ud.remote_qkey = kUdQkey;
+  struct ibv_send_wr* bad = NULL;
+  CHECK(ibv_post_send(qp[0], &wr, &bad) == 0);
+
+  struct ibv_wc wc;
+  int n = 0;
+  for (int i = 0; i < 2000 && n == 0; ++i) {
+    n = ibv_poll_cq(cq[1], 1, &wc);
+    if (n == 0) usleep(1000);
+  }
+  CHECK(n == 1);
+  if (n == 1) {
+    CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV && wc.wr_id == 40);
+    CHECK(wc.byte_len == 40 + kUdPayload);
+    CHECK(wc.wc_flags & IBV_WC_GRH);
+    CHECK(wc.src_qp == qp[0]->qp_num);
+    CHECK(wc.sl == kWcSlRoceV2Ipv4);
+    CHECK(recv_buf[20] == 0x45); /* and the area does hold an IPv4 header, in its last 20 bytes */
+    CHECK(memcmp(recv_buf + 40, send_buf, kUdPayload) == 0);
+  }
+  n = 0;
+  for (int i = 0; i < 2000 && n == 0; ++i) {
+    n = ibv_poll_cq(cq[0], 1, &wc);
+    if (n == 0) usleep(1000);
+  }
+  CHECK(n == 1 && wc.status == IBV_WC_SUCCESS && wc.wr_id == 41);
+  /* Closing the contexts reclaims the QPs, CQs, AH and MRs. */
+  CHECK(ibv_close_device(ctx[0]) == 0);
+  CHECK(ibv_close_device(ctx[1]) == 0);
+}
+
 int main(void) {
   check_device_list();
   struct ibv_context* ctx = open_named("uroce7");
@@ -460,6 +610,7 @@ int main(void) {
   check_unsupported(ctx);
   CHECK(ibv_close_device(ctx) == 0);
   check_data_path();
+  check_ud();
   if (failures) {
     fprintf(stderr, "%d checks failed\n", failures);
     return 1;

@@ -33,6 +33,9 @@ std::mutex registry_mu;
 std::vector<std::unique_ptr<DeviceConfig>> registry_configs;
 std::vector<std::unique_ptr<Device>> registry;
 
+// The made-up sysfs root: as in rdma-core, ibdev_path is <root>/class/infiniband/<name>, and
+// ibv_get_sysfs_path names the root, so paths built from either meet in sysfs_answer.
+constexpr const char* kSysfsRoot = "/uroce";
 constexpr const char* kSysfsPrefix = "/uroce/class/infiniband/";
 
 // The port's active MTU: what the interface serving the device's address can carry.
@@ -365,8 +368,6 @@ UROCE_IBV_EXPORT int ibv_read_sysfs_file(const char* dir, const char* file, char
   return static_cast<int>(n);
 }
 
-UROCE_IBV_EXPORT int ibv_get_sysfs_path(char* buf, size_t size) {
-  if (!buf || size == 0) return -1;
-  std::snprintf(buf, size, "/sys");
-  return 0;
+UROCE_IBV_EXPORT const char* ibv_get_sysfs_path() {
+  return kSysfsRoot;
 }

@@ -103,10 +103,14 @@ int usable(ibv_context* c) {
 
 // ---- Conversions -----------------------------------------------------------------------------
 
+constexpr uint32_t kFlowLabelMask = 0xfffff;
+
 v::AhAttr to_verbs(const ibv_ah_attr& a) {
   v::AhAttr r;
   std::memcpy(r.grh.dgid.data(), a.grh.dgid.raw, 16);
-  r.grh.flow_label = a.grh.flow_label;
+  // The flow label is 20 bits; callers that pass more (UCX passes ~0) get the low 20, as from
+  // rdma-core's providers and the hardware.
+  r.grh.flow_label = a.grh.flow_label & kFlowLabelMask;
   r.grh.sgid_index = a.grh.sgid_index;
   r.grh.hop_limit = a.grh.hop_limit;
   r.grh.traffic_class = a.grh.traffic_class;
@@ -216,7 +220,16 @@ void to_ibv(const v::QpAttr& a, ibv_qp_attr* r) {
   r->rate_limit = a.rate_limit;
 }
 
-void to_ibv(const t::Completion& c, ibv_wc* wc) {
+// What wc.sl says for a receive with a GRH area on RoCEv2, as mlx5 reports it (its CQE's
+// service-level bits carry the packet type there): bit 3 says the frame had a UDP header, bits
+// 2:0 are the L3 header type, as mlx5dv.h's MLX5_CQE_L3_HDR_TYPE_*. UCX reads it to find the
+// addresses in the area. A device's socket receives only its own address family.
+constexpr uint8_t kSlRoceUdp = 0x8;
+constexpr uint8_t kSlRoceV2Ipv6 = kSlRoceUdp | 0x1;
+constexpr uint8_t kSlRoceV2Ipv4 = kSlRoceUdp | 0x2;
+
+// `grh_sl`: the CQ's wc.sl for completions with a GRH area (kSlRoceV2Ipv4 / kSlRoceV2Ipv6).
+void to_ibv(const t::Completion& c, uint8_t grh_sl, ibv_wc* wc) {
   wc->wr_id = c.wr_id;
   wc->status = static_cast<ibv_wc_status>(c.status);
   wc->opcode = static_cast<ibv_wc_opcode>(c.opcode);
@@ -231,7 +244,7 @@ void to_ibv(const t::Completion& c, ibv_wc* wc) {
   wc->wc_flags = c.wc_flags;
   wc->pkey_index = c.pkey_index;
   wc->slid = 0;
-  wc->sl = c.sl;
+  wc->sl = (c.wc_flags & t::kWcGrh) ? grh_sl : c.sl;
   wc->dlid_path_bits = 0;
 }
 
@@ -249,7 +262,7 @@ int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
   while (total < num_entries) {
     int want = std::min(kBatch, num_entries - total);
     size_t got = impl->poll({buf, static_cast<size_t>(want)});
-    for (size_t i = 0; i < got; ++i) to_ibv(buf[i], &wc[total + static_cast<int>(i)]);
+    for (size_t i = 0; i < got; ++i) to_ibv(buf[i], c->grh_sl, &wc[total + static_cast<int>(i)]);
     total += static_cast<int>(got);
     if (static_cast<int>(got) < want) break;
   }
@@ -290,9 +303,12 @@ int convert_send_wr(const ibv_send_wr& wr, t::Sge* sges, t::SendWr* out) {
     case IBV_WR_BIND_MW: {
       if (!wr.bind_mw.mw) return EINVAL;
       const ibv_mw_bind_info& b = wr.bind_mw.bind_info;
+      // Local write means nothing for a window, whose rights are remote ones; rdma-core's devices
+      // accept it (pyverbs passes it), so it is dropped here rather than failing the bind.
+      const uint32_t rights = b.mw_access_flags & ~uint32_t{IBV_ACCESS_LOCAL_WRITE};
       // No MR is an unbind (length 0); the window names itself by its current key's index.
-      w.bind = {wr.bind_mw.mw->rkey, wr.bind_mw.rkey, b.mr ? b.mr->lkey : 0u, b.addr, b.length,
-                b.mw_access_flags};
+      w.bind = {
+          wr.bind_mw.mw->rkey, wr.bind_mw.rkey, b.mr ? b.mr->lkey : 0u, b.addr, b.length, rights};
       break;
     }
     default:
@@ -398,6 +414,7 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input
   ibv_device_attr_ex full;
   std::memset(&full, 0, sizeof full);
   fill_device_attr(*ctx->device, &full.orig_attr);
+  full.phys_port_cnt_ex = full.orig_attr.phys_port_cnt;
   std::memcpy(attr, &full, std::min(attr_size, sizeof full));
   return 0;
 }
@@ -418,6 +435,7 @@ Cq* create_cq_common(ibv_context* context, int cqe, void* cq_context, ibv_comp_c
   if (!c) return fail<Cq>(ENOMEM);
   c->impl = impl->release();
   c->runtime = state_of(context)->runtime();
+  c->grh_sl = ctx_of(context)->device->config->ipv4 ? kSlRoceV2Ipv4 : kSlRoceV2Ipv6;
   ibv_cq* cq = cq_of(c);
   cq->context = context;
   cq->channel = channel;
@@ -470,7 +488,7 @@ uint32_t read_byte_len(ibv_cq_ex* cq) {
 }
 __be32 read_imm_data(ibv_cq_ex* cq) {
   ibv_wc wc{};
-  to_ibv(ex_of(cq)->current, &wc);
+  to_ibv(ex_of(cq)->current, ex_of(cq)->grh_sl, &wc);
   return wc.imm_data;
 }
 uint32_t read_qp_num(ibv_cq_ex* cq) {
@@ -481,14 +499,16 @@ uint32_t read_src_qp(ibv_cq_ex* cq) {
 }
 unsigned int read_wc_flags(ibv_cq_ex* cq) {
   ibv_wc wc{};
-  to_ibv(ex_of(cq)->current, &wc);
+  to_ibv(ex_of(cq)->current, ex_of(cq)->grh_sl, &wc);
   return wc.wc_flags;
 }
 uint32_t read_slid(ibv_cq_ex*) {
   return 0;
 }
 uint8_t read_sl(ibv_cq_ex* cq) {
-  return ex_of(cq)->current.sl;
+  ibv_wc wc{};
+  to_ibv(ex_of(cq)->current, ex_of(cq)->grh_sl, &wc);
+  return wc.sl;
 }
 uint8_t read_dlid_path_bits(ibv_cq_ex*) {
   return 0;
@@ -528,9 +548,14 @@ ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
 
 ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   if (!attr) return fail<ibv_qp>(EINVAL);
-  // Only what ibv_create_qp offers, plus the PD through the extended struct; send_ops_flags
-  // (the ibv_wr_* API) and the rest are not supported.
-  if (attr->comp_mask & ~uint32_t{IBV_QP_INIT_ATTR_PD}) return fail<ibv_qp>(EOPNOTSUPP);
+  // Only what ibv_create_qp offers, plus the PD through the extended struct and create flags
+  // when there are none (programs set the mask with 0); send_ops_flags (the ibv_wr_* API) and
+  // the rest are not supported.
+  constexpr uint32_t kSupportedMask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+  if (attr->comp_mask & ~kSupportedMask) return fail<ibv_qp>(EOPNOTSUPP);
+  if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags != 0) {
+    return fail<ibv_qp>(EOPNOTSUPP);
+  }
   if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) return fail<ibv_qp>(EINVAL);
   if (attr->pd->context != context) return fail<ibv_qp>(EINVAL);
   ibv_qp_init_attr basic{};

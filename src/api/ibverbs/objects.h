@@ -30,6 +30,7 @@ struct Cq {
   verbs::CompletionQueue* impl;
   Runtime* runtime;
   transport::Completion current;  // the ibv_start_poll / ibv_next_poll entry being read
+  uint8_t grh_sl;                 // wc.sl of a receive with a GRH area (objects.cpp, to_ibv)
 };
 struct Qp {
   ibv_qp_ex ex;  // qp_base first: ibv_qp* <-> Qp*
