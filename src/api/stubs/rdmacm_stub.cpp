@@ -1,10 +1,9 @@
 // Extension point: a connection manager replaces this stand-in (docs/architecture.md says where
 // the MAD codec, the GSI QP and the CM state machine go).
 // Stand-in librdmacm.so.1. Connection management (rdma_cm, perftest -R / -z) and rsockets are
-// not supported by uroce yet: every call fails with errno EOPNOTSUPP (-1, or NULL for pointers),
-// so tools report a clean error instead of failing to start because the real librdmacm cannot
-// bind to the drop-in libibverbs. UCX probes rdma_create_event_channel at start and logs its
-// failure only at debug level, whatever the errno.
+// not supported by uroce yet: every call fails (-1, or NULL for pointers, with errno EOPNOTSUPP;
+// rdma_create_event_channel ENODEV), so tools report a clean error instead of failing to start
+// because the real librdmacm cannot bind to the drop-in libibverbs.
 #if __has_include(<rdma/rdma_cma.h>)
 #include <rdma/rdma_cma.h>
 #include <rdma/rsocket.h>
@@ -28,6 +27,7 @@ enum rdma_cm_event_type : unsigned {};
 enum rdma_port_space : unsigned {};
 #endif
 
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 
@@ -64,8 +64,11 @@ UROCE_STUB_EXPORT int rdma_connect(rdma_cm_id*, rdma_conn_param*) {
 UROCE_STUB_EXPORT int rdma_create_ep(rdma_cm_id**, rdma_addrinfo*, ibv_pd*, ibv_qp_init_attr*) {
   return fail_int();
 }
+// ENODEV, as the real librdmacm answers on a host without a device it drives: UCX (1.13) opens
+// its rdmacm connection manager at every start and logs an ERROR for any other errno.
 UROCE_STUB_EXPORT rdma_event_channel* rdma_create_event_channel() {
-  return fail_ptr<rdma_event_channel>();
+  errno = ENODEV;
+  return nullptr;
 }
 UROCE_STUB_EXPORT int rdma_create_id(rdma_event_channel*, rdma_cm_id**, void*, rdma_port_space) {
   return fail_int();
