@@ -5,11 +5,11 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   libgtest-dev libgmock-dev googletest libbenchmark-dev
-  libisal-dev libibverbs-dev libfmt-dev libcli11-dev
+  libisal-dev libibverbs-dev librdmacm-dev libfmt-dev libcli11-dev
   nlohmann-json3-dev
   clang-14 libclang-rt-14-dev clang-format
   python3 python3-scapy tshark
-  iproute2 nftables ibverbs-utils perftest qperf ucx-utils
+  iproute2 nftables ibverbs-utils perftest qperf ucx-utils libfabric-bin
 )
 missing=()
 for p in "${packages[@]}"; do
