@@ -34,3 +34,12 @@ if not ok:
     sys.exit(1)
 PY
 }
+# iterations_arg ARGS...: the value of the last -n in ARGS (the iterations asked for per size).
+iterations_arg() {
+  local n=""
+  while (($#)); do
+    [[ $1 == -n ]] && n=$2
+    shift
+  done
+  echo "${n:?no -n among the arguments}"
+}

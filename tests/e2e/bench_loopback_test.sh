@@ -17,7 +17,9 @@ run() {
     --json "$TMP/$name.json" "$@" >"$TMP/$name.client.log" 2>&1 ||
     fail "$name: client exited with $?"
   wait "$SERVER_PID" || fail "$name: server exited with $?"
-  json_check "$TMP/$name.json" 'j["verified"] and all(r["iterations"] > 0 for r in j["results"])'
+  # Every size runs the -n iterations asked for, no fewer and no more.
+  json_check "$TMP/$name.json" \
+    "j['verified'] and all(r['iterations'] == $(iterations_arg "$@") for r in j['results'])"
   echo "ok: $name ($(python3 -c "import json,sys; print(len(json.load(open(sys.argv[1]))['results']))" "$TMP/$name.json") sizes)"
 }
 # 0, 1, 2, 4 .. 8 MiB: 25 sizes, each a few iterations (the largest moves 80 MiB per test).

@@ -47,6 +47,7 @@ run() {
     >"$TMP/$name.client.log" 2>&1 || fail "$name: client exited with $?"
   wait "$SERVER_PID" || fail "$name: server exited with $?"
   wait
+  # A timed run: how many messages fit in it is the machine's speed, so only that some did.
   json_check "$TMP/$name.json" 'j["verified"] and j["results"][0]["iterations"] > 0'
   cat "$TMP/$name.nft"
 }
@@ -74,11 +75,14 @@ line_mbps=$((LINE_GBPS * 1000))
 run dcqcn "$SECS" --cc dcqcn --line-rate "$LINE_GBPS"
 summary "$TMP/dcqcn.json"
 c='j["counters"]'
-json_check "$TMP/dcqcn.json" "${c}['remote']['np_ecn_marked_roce_packets'] > 0"
-json_check "$TMP/dcqcn.json" "${c}['remote']['np_cnp_sent'] > 0"
-json_check "$TMP/dcqcn.json" "${c}['local']['rp_cnp_handled'] > 0"
-json_check "$TMP/dcqcn.json" "${c}['local']['rp_cnp_rate_cuts'] > 0"
-json_check "$TMP/dcqcn.json" "${c}['local']['rp_cnp_handled'] <= ${c}['remote']['np_cnp_sent']"
+# Each step of the chain happened, and none more often than the step before allows: marks are
+# received packets, a CNP answers one or more marks (one per interval), only CNPs sent can be
+# handled, and a cut needs a CNP (several in one cut period make one).
+marked_of() { echo "${c}['remote']['np_ecn_marked_roce_packets']"; }
+json_check "$TMP/dcqcn.json" "1 <= $(marked_of) <= ${c}['remote']['rx_packets']"
+json_check "$TMP/dcqcn.json" "1 <= ${c}['remote']['np_cnp_sent'] <= $(marked_of)"
+json_check "$TMP/dcqcn.json" "1 <= ${c}['local']['rp_cnp_handled'] <= ${c}['remote']['np_cnp_sent']"
+json_check "$TMP/dcqcn.json" "1 <= ${c}['local']['rp_cnp_rate_cuts'] <= ${c}['local']['rp_cnp_handled']"
 # Well below line rate at its lowest (the first cut of a fresh flow halves it: alpha starts at
 # 1023/1024) ...
 json_check "$TMP/dcqcn.json" "0 < ${c}['local']['rp_min_rate_mbps'] <= 0.6 * $line_mbps"
@@ -91,7 +95,7 @@ echo "ok: dcqcn: marks -> CNPs -> rate cut -> recovery to line rate"
 
 run control "$SECS"
 summary "$TMP/control.json"
-json_check "$TMP/control.json" "${c}['remote']['np_ecn_marked_roce_packets'] > 0"
+json_check "$TMP/control.json" "1 <= $(marked_of) <= ${c}['remote']['rx_packets']"
 json_check "$TMP/control.json" "${c}['remote']['np_cnp_sent'] == 0"
 json_check "$TMP/control.json" "${c}['local']['rp_cnp_handled'] == 0"
 json_check "$TMP/control.json" "${c}['local']['rp_cnp_rate_cuts'] == 0"

@@ -215,7 +215,9 @@ TEST(WireTshark, DecodesEveryOpcodeAsWritten) {
     eth.ethertype = s.v6 ? kEthertypeIpv6 : kEthertypeIpv4;
     const uint32_t l2 = write_ethernet(eth, frame);
     const uint32_t n = build_ip_packet(ep, s.hdr, s.payload, std::span(frame).subspan(l2));
-    ASSERT_GT(n, 0u);
+    ASSERT_EQ(n, (s.v6 ? kIpv6Bytes : kIpv4Bytes) + kUdpBytes +
+                     opcode_info(s.hdr.bth.opcode).header_bytes + s.payload.size() +
+                     pad_for(static_cast<uint32_t>(s.payload.size())) + kIcrcBytes);
     frame.resize(l2 + n);
     s.icrc = load_icrc(&frame[frame.size() - kIcrcBytes]);
     if (sent.size() % 5 == 4 && !s.vlan) {

@@ -46,8 +46,11 @@ TEST_P(UcLoss, OnlyWholeMessagesAreDelivered) {
         << "message " << id << " in WQE " << c.wr_id;
     ++delivered;
   }
-  EXPECT_GT(delivered, 0u);
-  EXPECT_LT(delivered, static_cast<size_t>(kMsgs));  // the loss did cost messages
+  // Which messages the seeded wire tears is fixed by the seed, so the count is exact; every seed
+  // here loses some and keeps most.
+  constexpr size_t kDelivered[] = {35, 40, 35, 34};  // seeds 11 to 14
+  EXPECT_EQ(delivered, kDelivered[GetParam() - 11]);
+  std::printf("seed %lu: %zu of %d messages delivered\n", GetParam(), delivered, kMsgs);
   EXPECT_EQ(p.b.qp->state(), QpState::kRts);
 }
 

@@ -148,8 +148,9 @@ TEST(ProgressEngine, WritesCompleteWhileTheTargetSleepsAndIdleEnginesBlock) {
   // Both idle: asleep in ppoll within a quarter millisecond (allow for a loaded machine).
   for (int i = 0; i < 2000 && (ei.stats().sleeps == 0 || et.stats().sleeps == 0); ++i)
     std::this_thread::sleep_for(1ms);
-  ASSERT_GE(ei.stats().sleeps, 1u);
-  ASSERT_GE(et.stats().sleeps, 1u);
+  // Once asleep they stay so: no packet, no deadline and no kick comes, and max_sleep_ns is 10 s.
+  ASSERT_EQ(ei.stats().sleeps, 1u);
+  ASSERT_EQ(et.stats().sleeps, 1u);
 
   // The target's application thread does nothing from here on; this thread is the initiator's.
   const size_t n = kBytes / kChunk;
@@ -180,8 +181,10 @@ TEST(ProgressEngine, WritesCompleteWhileTheTargetSleepsAndIdleEnginesBlock) {
     EXPECT_EQ(done[i].wr_id, i);
   }
   EXPECT_EQ(target.buf, init.buf);
-  EXPECT_GE(ei.stats().kicks_sent, 1u);  // the first post found the initiator's engine asleep
-  EXPECT_GE(et.stats().wakeups_by_packet, 1u);
+  // The first post found the initiator's engine asleep; later ones kick only if it slept again
+  // in between, which is the scheduler's choice.
+  EXPECT_GE(ei.stats().kicks_sent, 1u);
+  EXPECT_LE(ei.stats().kicks_sent, n);
 
   // Idle again: after spin and yield (a quarter millisecond) both block; in 300 ms they make a
   // handful of passes instead of millions of spins.
@@ -192,6 +195,10 @@ TEST(ProgressEngine, WritesCompleteWhileTheTargetSleepsAndIdleEnginesBlock) {
   EXPECT_LT(after.passes - before.passes, 100u);
   ei.stop();
   et.stop();
+  // Only a packet could end the target's first sleep; each later sleep ends once at most.
+  const ProgressStats target_final = et.stats();
+  EXPECT_GE(target_final.wakeups_by_packet, 1u);
+  EXPECT_LE(target_final.wakeups_by_packet, target_final.sleeps);
   EXPECT_EQ(target.nic->link().counters().rx_drop_bad_icrc, 0u);
 }
 
@@ -227,9 +234,10 @@ TEST(ProgressEngine, OneCallerThreadDrivesBothDevicesWithoutEngineThreads) {
   ProgressEngine &ei = *init.engine, &et = *target.engine;
   std::vector<transport::Sge> sges;
   post_writes(init, target, kN, kChunk, sges);
-  size_t done = 0;
+  size_t done = 0, rounds = 0;
   const auto deadline = std::chrono::steady_clock::now() + 10s;
   while (done < kN && std::chrono::steady_clock::now() < deadline) {
+    ++rounds;
     ei.pump_or_wait(-1, 1'000'000);
     et.pump_or_wait(-1, 1'000'000);
     std::array<transport::Completion, 16> wc;
@@ -243,7 +251,11 @@ TEST(ProgressEngine, OneCallerThreadDrivesBothDevicesWithoutEngineThreads) {
   ASSERT_EQ(done, kN);
   EXPECT_EQ(target.buf, init.buf);
   EXPECT_FALSE(ei.running());
-  EXPECT_GT(ei.stats().inline_passes, 0u);
+  // Every pass ran on this thread, one per pump_or_wait.
+  EXPECT_EQ(ei.stats().inline_passes, rounds);
+  EXPECT_EQ(ei.stats().passes, rounds);
+  EXPECT_EQ(et.stats().inline_passes, rounds);
+  EXPECT_EQ(et.stats().passes, rounds);
 
   // Idle: once spin_ns has passed, pump_or_wait blocks for its max_wait instead of returning at
   // once, so a caller's loop does not burn the core.
@@ -302,9 +314,13 @@ TEST(ProgressEngine, ApplicationThreadsDriveBesideTheEngineThread) {
     EXPECT_EQ(done[i].wr_id, i);
   }
   EXPECT_EQ(target.buf, init.buf);
-  EXPECT_GT(ei.stats().inline_passes, 0u);
   ei.stop();
   et.stop();
+  // The loop above waited for a caller's pass; how the rest split between the callers and the
+  // engine thread is the scheduler's choice.
+  const ProgressStats init_final = ei.stats();
+  EXPECT_GE(init_final.inline_passes, 1u);
+  EXPECT_LE(init_final.inline_passes, init_final.passes);
 }
 
 TEST(ProgressEngine, APollingApplicationKeepsPacketsAndArmingACqHandsThemBack) {

@@ -43,7 +43,9 @@ uint64_t counter(const std::vector<Counter>& cs, std::string_view name) {
 TEST(VerbsDevice, AttributesAndQueries) {
   FakeWorld w;
   EXPECT_EQ(w.device->gid(), gid_from_ipv4({10, 0, 0, 1}));
-  EXPECT_NE(w.device->attr().node_guid, 0u);
+  // The GID's low eight bytes (::ffff:10.0.0.1) with the universal/local bit flipped, as a
+  // modified EUI-64.
+  EXPECT_EQ(w.device->attr().node_guid, 0x0200ffff0a000001u);
   EXPECT_EQ(w.device->attr().atomic_cap, AtomicCap::kHca);
   auto port = w.ctx->query_port(1);
   ASSERT_TRUE(port.ok());
