@@ -12,6 +12,8 @@
 #include <cerrno>
 #include <ctime>
 
+#include "link/clock.h"
+
 namespace uroce::api {
 
 ProgressEngine::ProgressEngine(verbs::Device& device, ProgressOptions options)
@@ -26,9 +28,7 @@ ProgressEngine::~ProgressEngine() {
 }
 
 Nanos ProgressEngine::now_ns() {
-  timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<Nanos>(ts.tv_sec) * 1'000'000'000u + static_cast<Nanos>(ts.tv_nsec);
+  return link::monotonic_ns();
 }
 
 int ProgressEngine::start() {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/types.h"
+#include "link/clock.h"
 #include "link/link.h"
 #include "wire/packet.h"
 #include "wire/pcap.h"
@@ -19,8 +20,6 @@ namespace uroce::link {
 
 // The time stamped on each record.
 using CaptureClock = std::function<Nanos()>;
-// CLOCK_MONOTONIC, the progress engine's clock.
-Nanos monotonic_ns();
 
 class CaptureLink final : public Link {
  public:
