@@ -229,6 +229,10 @@ constexpr uint8_t kSlRoceV2Ipv6 = kSlRoceUdp | 0x1;
 constexpr uint8_t kSlRoceV2Ipv4 = kSlRoceUdp | 0x2;
 
 // `grh_sl`: the CQ's wc.sl for completions with a GRH area (kSlRoceV2Ipv4 / kSlRoceV2Ipv6).
+uint8_t wc_sl(const t::Completion& c, uint8_t grh_sl) {
+  return (c.wc_flags & t::kWcGrh) ? grh_sl : c.sl;
+}
+
 void to_ibv(const t::Completion& c, uint8_t grh_sl, ibv_wc* wc) {
   wc->wr_id = c.wr_id;
   wc->status = static_cast<ibv_wc_status>(c.status);
@@ -244,7 +248,7 @@ void to_ibv(const t::Completion& c, uint8_t grh_sl, ibv_wc* wc) {
   wc->wc_flags = c.wc_flags;
   wc->pkey_index = c.pkey_index;
   wc->slid = 0;
-  wc->sl = (c.wc_flags & t::kWcGrh) ? grh_sl : c.sl;
+  wc->sl = wc_sl(c, grh_sl);
   wc->dlid_path_bits = 0;
 }
 
@@ -506,9 +510,7 @@ uint32_t read_slid(ibv_cq_ex*) {
   return 0;
 }
 uint8_t read_sl(ibv_cq_ex* cq) {
-  ibv_wc wc{};
-  to_ibv(ex_of(cq)->current, ex_of(cq)->grh_sl, &wc);
-  return wc.sl;
+  return wc_sl(ex_of(cq)->current, ex_of(cq)->grh_sl);
 }
 uint8_t read_dlid_path_bits(ibv_cq_ex*) {
   return 0;
