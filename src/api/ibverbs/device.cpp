@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "api/ibverbs/abi.h"
+#include "api/char_device.h"
 #include "api/ibverbs/context_state.h"
 #include "link/interface_mtu.h"
 #include "transport/qp_context.h"
@@ -73,9 +74,11 @@ Device* find_or_create(const DeviceConfig& cfg) {
   d->dev.node_type = IBV_NODE_CA;
   d->dev.transport_type = IBV_TRANSPORT_IB;  // RoCE reports the IB transport
   std::snprintf(d->dev.name, sizeof d->dev.name, "%s", c->name.c_str());
-  std::snprintf(d->dev.dev_name, sizeof d->dev.dev_name, "uverbs-%s", c->name.c_str());
-  std::snprintf(d->dev.dev_path, sizeof d->dev.dev_path, "/uroce/class/infiniband_verbs/%s",
-                d->dev.dev_name);
+  // One dev_name for all devices: the node `uroce setup` makes (api/char_device.h) then covers
+  // any device configured later.
+  std::snprintf(d->dev.dev_name, sizeof d->dev.dev_name, "%s", api::kCharDeviceName);
+  std::snprintf(d->dev.dev_path, sizeof d->dev.dev_path, "%s/class/infiniband_verbs/%s",
+                kSysfsRoot, d->dev.dev_name);
   std::snprintf(d->dev.ibdev_path, sizeof d->dev.ibdev_path, "%s%s", kSysfsPrefix, c->name.c_str());
   d->config = c.get();
   d->guid = guid_for(*c);
@@ -104,6 +107,8 @@ bool sysfs_answer(const char* dir, const char* file, std::string* out) {
     *out = "0.1.0";
   } else if (std::strcmp(file, "ports/1/link_layer") == 0) {
     *out = "Ethernet";
+  } else if (std::strcmp(file, "ports/1/gid_attrs/types/0") == 0) {
+    *out = "RoCE v2";  // what ibv_query_gid_type says of GID 0
   } else {
     out->clear();
     return true;  // our device, but no such attribute
