@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fstream>
@@ -90,9 +91,10 @@ int run_devices(const DevicesCli& d) {
 }
 
 void add_stat(CLI::App& app, StatCli& s) {
-  auto* c = app.add_subcommand("stat",
-                               "print the per-device counters a bench run wrote with --stats-file");
-  c->add_option("file", s.path, "the --stats-file of a bench run")->required();
+  auto* c = app.add_subcommand(
+      "stat", "print the counters a bench run (--stats-file) or UROCE_STATS wrote");
+  c->add_option("file", s.path, "the --stats-file of a bench run, or a UROCE_STATS file")
+      ->required();
   c->add_flag("--all", s.all, "also print counters that are zero");
   c->add_flag("--json", s.json, "print JSON");
 }
@@ -103,8 +105,10 @@ int run_stat(const StatCli& s) {
     std::fprintf(stderr, "uroce stat: cannot read %s\n", s.path.c_str());
     return 1;
   }
-  // "side.name value" lines; the order of first appearance is kept.
-  std::vector<std::string> names;
+  // "side.name value" lines (counter names hold no '.', sides may); the order of first appearance
+  // is kept for both. A bench run's sides are "local" and "remote"; UROCE_STATS writes one side
+  // per device and process ("uroce0/1234").
+  std::vector<std::string> names, sides;
   std::map<std::string, std::map<std::string, uint64_t>> by_side;
   std::string line;
   int lineno = 0;
@@ -113,33 +117,40 @@ int run_stat(const StatCli& s) {
     std::istringstream in(line);
     std::string key;
     uint64_t value = 0;
-    if (!(in >> key >> value) || key.find('.') == std::string::npos) {
+    size_t dot = std::string::npos;
+    if (in >> key >> value) dot = key.rfind('.');
+    if (dot == std::string::npos || dot == 0 || dot + 1 == key.size()) {
       std::fprintf(stderr, "uroce stat: %s:%d: not a counter line\n", s.path.c_str(), lineno);
       return 1;
     }
-    std::string side = key.substr(0, key.find('.')), name = key.substr(key.find('.') + 1);
-    if (!by_side["local"].count(name) && !by_side["remote"].count(name)) names.push_back(name);
+    std::string side = key.substr(0, dot), name = key.substr(dot + 1);
+    if (!by_side.count(side)) sides.push_back(side);
+    if (std::find(names.begin(), names.end(), name) == names.end()) names.push_back(name);
     by_side[side][name] = value;
   }
   if (s.json) {
     Json j;
     j.begin_object();
-    for (const auto& [side, counters] : by_side) {
+    for (const auto& side : sides) {
       j.begin_object(side);
       for (const auto& n : names)
-        if (counters.count(n)) j.field(n, counters.at(n));
+        if (by_side[side].count(n)) j.field(n, by_side[side].at(n));
       j.end_object();
     }
     j.end_object();
     fmt::print("{}\n", j.str());
     return 0;
   }
-  fmt::print(" {:<28} {:>16} {:>16}\n", "counter", "local", "remote");
+  fmt::print(" {:<28}", "counter");
+  for (const auto& side : sides) fmt::print(" {:>16}", side);
+  fmt::print("\n");
   for (const auto& n : names) {
-    uint64_t l = by_side["local"].count(n) ? by_side["local"][n] : 0;
-    uint64_t r = by_side["remote"].count(n) ? by_side["remote"][n] : 0;
-    if (l == 0 && r == 0 && !s.all) continue;
-    fmt::print(" {:<28} {:>16} {:>16}\n", n, l, r);
+    bool any = false;
+    for (const auto& side : sides) any = any || by_side[side][n] != 0;
+    if (!any && !s.all) continue;
+    fmt::print(" {:<28}", n);
+    for (const auto& side : sides) fmt::print(" {:>16}", by_side[side][n]);
+    fmt::print("\n");
   }
   return 0;
 }

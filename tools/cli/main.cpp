@@ -2,6 +2,7 @@
 //   uroce devices           the addresses uroce can run a device on, with their GIDs
 //   uroce bench ...         perftest's RC tests over uroce (see `uroce bench --help`)
 //   uroce stat FILE         the counters a bench run wrote with --stats-file
+//   uroce setup [--remove]  (root, once per boot) the /dev/infiniband node UCX looks for
 //   uroce sim ...           the fabric experiments in virtual time (docs/experiments.md)
 #include <arpa/inet.h>
 
@@ -16,6 +17,7 @@
 #include "api/uroce.h"
 #include "cli/bench.h"
 #include "cli/commands.h"
+#include "cli/setup.h"
 #include "core/sizes.h"
 #include "sim/sim_cli.h"
 
@@ -203,6 +205,8 @@ int main(int argc, char** argv) {
   add_devices(app, devices);
   StatCli stat;
   add_stat(app, stat);
+  SetupCli setup;
+  add_setup(app, setup);
   // Listed for --help only: main() hands `uroce sim` to the simulator before CLI11 parses.
   app.add_subcommand("sim",
                      "fabric experiments in virtual time: incast, victim, parking-lot, "
@@ -212,5 +216,6 @@ int main(int argc, char** argv) {
   if (app.got_subcommand("bench")) return run_bench(bench);
   if (app.got_subcommand("devices")) return run_devices(devices);
   if (app.got_subcommand("stat")) return run_stat(stat);
+  if (app.got_subcommand("setup")) return run_setup(setup);
   return 1;
 }

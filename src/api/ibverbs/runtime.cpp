@@ -1,8 +1,13 @@
 #include "api/ibverbs/runtime.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string>
 
 #include "api/ibverbs/config.h"
 
@@ -28,7 +33,36 @@ uint64_t spin_ns_from_env() {
   return us * 1000;
 }
 
+// UROCE_STATS=FILE: each process appends its devices' counters to FILE when it lets go of a
+// device or exits, one "<device>/<pid>.<counter> <value>" line per counter (`uroce stat FILE`
+// prints them side by side). The counters otherwise live only inside the program's process.
+const char* stats_path() {
+  const char* p = std::getenv("UROCE_STATS");
+  return p && *p ? p : nullptr;
+}
+
+void dump_live_runtimes_at_exit() {
+  std::lock_guard lock(runtimes_mu);
+  for (auto& [device, weak] : runtimes) {
+    if (auto rt = weak.lock()) rt->write_stats();
+  }
+}
+
 }  // namespace
+
+void Runtime::write_stats() {
+  const char* path = stats_path();
+  if (path == nullptr || stats_written_.exchange(true)) return;
+  std::string text;
+  const std::string side = name_ + "/" + std::to_string(::getpid());
+  for (const auto& c : device().counters())
+    text += side + "." + std::string(c.name) + " " + std::to_string(c.value) + "\n";
+  // One append-mode write per process and device: concurrent processes do not interleave lines.
+  int fd = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()))
+    std::fprintf(stderr, "uroce: UROCE_STATS: cannot write %s\n", path);
+  if (fd >= 0) ::close(fd);
+}
 
 verbs::DeviceConfig Runtime::verbs_config(const Device& d) {
   verbs::DeviceConfig c;
@@ -89,10 +123,16 @@ Result<std::shared_ptr<Runtime>> Runtime::acquire(Device* device) {
   auto nic = api::open_nic(o);
   if (!nic.ok()) return Err(nic.error());
   rt->nic_ = std::move(*nic);
+  rt->name_ = device->config->name;
   runtimes[device] = rt;
+  static std::once_flag at_exit_registered;
+  if (stats_path())
+    std::call_once(at_exit_registered, [] { std::atexit(dump_live_runtimes_at_exit); });
   return rt;
 }
 
-Runtime::~Runtime() = default;
+Runtime::~Runtime() {
+  if (nic_) write_stats();
+}
 
 }  // namespace uroce::abi

@@ -8,8 +8,10 @@
 // use (so ibv_devinfo never binds a socket). The last context to let go stops the thread.
 //
 // Threading: kick() from any thread; device() objects follow verbs/device.h's rules.
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "api/ibverbs/abi.h"
 #include "api/nic.h"
@@ -39,6 +41,10 @@ class Runtime {
   // Wakes the progress thread (cheap when it is already awake).
   void kick() { nic_->engine().kick(); }
 
+  // With UROCE_STATS=FILE set, appends the device's counters to FILE, once per runtime (called
+  // when the last context lets go and at exit).
+  void write_stats();
+
   // The verbs::DeviceConfig this ABI reports (limits shared with ibv_query_device).
   static verbs::DeviceConfig verbs_config(const Device& d);
 
@@ -46,6 +52,8 @@ class Runtime {
   Runtime() = default;
 
   std::unique_ptr<api::Nic> nic_;  // link, device and progress engine
+  std::string name_;               // the device's configured name
+  std::atomic<bool> stats_written_{false};
 };
 
 }  // namespace uroce::abi
