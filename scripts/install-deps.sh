@@ -10,6 +10,7 @@ packages=(
   clang-14 libclang-rt-14-dev clang-format
   python3 python3-scapy tshark
   iproute2 nftables ibverbs-utils perftest qperf ucx-utils libfabric-bin
+  openmpi-bin libopenmpi-dev mpich libmpich-dev util-linux
 )
 missing=()
 for p in "${packages[@]}"; do
