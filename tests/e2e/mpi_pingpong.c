@@ -7,7 +7,8 @@
  *   mpi_pingpong [--iters N] [--max BYTES] [--bench]
  *
  * Sizes are 8 B and every power of four up to --max (default 4 MiB). --bench prints, per size,
- * the half round-trip latency and the bandwidth of the exchange as "size_bytes lat_us MBps". */
+ * the half round-trip latency and the bandwidth of the exchange as "size_bytes lat_us MBps"; it
+ * checks only the first iteration of each size, so the times are the transport's. */
 #include <mpi.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -66,24 +67,24 @@ int main(int argc, char** argv) {
     MPI_Barrier(MPI_COMM_WORLD);
     double start = MPI_Wtime();
     for (int it = 0; it < iters; ++it) {
+      const int check = !bench || it == 0;
       if (rank == 0) {
-        fill(buf, size, it, 0);
+        if (check) fill(buf, size, it, 0);
         MPI_Send(buf, (int)size, MPI_BYTE, peer, it, MPI_COMM_WORLD);
-        memset(buf, 0, size);
+        if (check) memset(buf, 0, size);
         MPI_Recv(buf, (int)size, MPI_BYTE, peer, it, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        verify(buf, size, it, 1, rank);
+        if (check) verify(buf, size, it, 1, rank);
       } else {
-        memset(buf, 0, size);
+        if (check) memset(buf, 0, size);
         MPI_Recv(buf, (int)size, MPI_BYTE, peer, it, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-        verify(buf, size, it, 0, rank);
-        fill(buf, size, it, 1);
+        if (check) verify(buf, size, it, 0, rank);
+        if (check) fill(buf, size, it, 1);
         MPI_Send(buf, (int)size, MPI_BYTE, peer, it, MPI_COMM_WORLD);
       }
-      checked += size;
+      if (check) checked += size;
     }
     double seconds = MPI_Wtime() - start;
     if (bench && rank == 0) {
-      /* The time includes filling and checking the buffers on both sides. */
       printf("%zu %.2f %.1f\n", size, seconds / iters / 2 * 1e6,
              2.0 * (double)size * iters / seconds / 1e6);
     }
