@@ -14,8 +14,8 @@
 #include <new>
 #include <vector>
 
-#include "api/ibverbs/abi.h"
 #include "api/char_device.h"
+#include "api/ibverbs/abi.h"
 #include "api/ibverbs/context_state.h"
 #include "link/interface_mtu.h"
 #include "transport/qp_context.h"
@@ -77,8 +77,8 @@ Device* find_or_create(const DeviceConfig& cfg) {
   // One dev_name for all devices: the node `uroce setup` makes (api/char_device.h) then covers
   // any device configured later.
   std::snprintf(d->dev.dev_name, sizeof d->dev.dev_name, "%s", api::kCharDeviceName);
-  std::snprintf(d->dev.dev_path, sizeof d->dev.dev_path, "%s/class/infiniband_verbs/%s",
-                kSysfsRoot, d->dev.dev_name);
+  std::snprintf(d->dev.dev_path, sizeof d->dev.dev_path, "%s/class/infiniband_verbs/%s", kSysfsRoot,
+                d->dev.dev_name);
   std::snprintf(d->dev.ibdev_path, sizeof d->dev.ibdev_path, "%s%s", kSysfsPrefix, c->name.c_str());
   d->config = c.get();
   d->guid = guid_for(*c);
