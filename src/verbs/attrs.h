@@ -212,7 +212,8 @@ struct DeviceAttr {
   uint32_t max_srq = 256;
   uint32_t max_srq_wr = 4096;
   uint32_t max_srq_sge = transport::kMaxSge;
-  uint32_t max_inline_data = 256;  // not in ibv_device_attr; bounds QpCapabilities
+  uint64_t max_dm_size = 256 * 1024;  // device memory (ibv_alloc_dm), all allocations together
+  uint32_t max_inline_data = 256;     // not in ibv_device_attr; bounds QpCapabilities
   uint16_t max_pkeys = 1;
   uint8_t phys_port_cnt = 1;
 };

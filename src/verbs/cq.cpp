@@ -8,7 +8,7 @@
 namespace uroce::verbs {
 
 CompletionQueue::CompletionQueue(Context& ctx, uint32_t capacity, CompletionChannel* channel)
-    : ctx_(ctx), channel_(channel), ring_(capacity) {
+    : ctx_(ctx), channel_(channel), ring_(capacity), capacity_(capacity) {
   UROCE_CHECK(capacity > 0 && (capacity & (capacity - 1)) == 0);
   if (channel_) channel_->users_.fetch_add(1);
 }
@@ -73,6 +73,23 @@ int CompletionQueue::req_notify(bool solicited_only) {
   } else {
     arm_ = Arm::kNext;
   }
+  return 0;
+}
+
+int CompletionQueue::resize(uint32_t cqe) {
+  if (cqe == 0 || cqe > ctx_.dev_.attr().max_cqe) return EINVAL;
+  uint32_t capacity = 1;
+  while (capacity < cqe) capacity <<= 1;
+  // Allocated before taking the lock, so pushes from the progress engine wait only for the copy.
+  std::vector<Completion> ring(capacity);
+  std::lock_guard lock(mu_);
+  const uint64_t queued = tail_ - head_;
+  if (queued > cqe) return EINVAL;  // the request, not its rounding (rdma-core rxe)
+  for (uint64_t i = 0; i < queued; ++i) ring[i] = ring_[(head_ + i) & (ring_.size() - 1)];
+  ring_.swap(ring);
+  head_ = 0;
+  tail_ = queued;
+  capacity_.store(capacity, std::memory_order_release);
   return 0;
 }
 

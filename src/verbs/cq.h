@@ -1,6 +1,6 @@
 #pragma once
-// A completion queue: a fixed ring (a power of two at least as large as requested) that the
-// transport pushes into and applications poll, from different threads.
+// A completion queue: a ring (a power of two at least as large as requested; resize() replaces it)
+// that the transport pushes into and applications poll, from different threads.
 //
 // Overrun (IBA 11.4.2.1): a push into a full CQ is refused, never overwrites, puts the CQ in error
 // and posts IBV_EVENT_CQ_ERR to the context once; the completions already queued stay pollable and
@@ -40,7 +40,12 @@ class CompletionQueue : public transport::CompletionSink {
   // ibv_req_notify_cq. 0, or EINVAL for a CQ without a completion channel.
   int req_notify(bool solicited_only);
 
-  uint32_t cqe() const { return static_cast<uint32_t>(ring_.size()); }
+  // ibv_resize_cq: at least `cqe` entries, rounded up as at create (cqe() says how many), keeping
+  // the completions queued, in order. 0, or EINVAL for 0, more than max_cqe, or fewer entries
+  // than are queued now (as rdma-core's providers). Safe against concurrent push and poll.
+  int resize(uint32_t cqe);
+
+  uint32_t cqe() const { return capacity_.load(std::memory_order_acquire); }
   size_t size() const;
   bool in_error() const { return error_.load(std::memory_order_acquire); }
   uint64_t lost() const;  // completions refused because of overrun
@@ -60,9 +65,10 @@ class CompletionQueue : public transport::CompletionSink {
   Context& ctx_;
   CompletionChannel* const channel_;
   mutable std::mutex mu_;
-  std::vector<Completion> ring_;  // size is a power of two
-  uint64_t head_ = 0;             // next to poll
-  uint64_t tail_ = 0;             // next to fill
+  std::vector<Completion> ring_;    // size is a power of two
+  std::atomic<uint32_t> capacity_;  // ring_.size(), readable without mu_
+  uint64_t head_ = 0;               // next to poll
+  uint64_t tail_ = 0;               // next to fill
   uint64_t lost_ = 0;
   Arm arm_ = Arm::kNone;
   std::atomic<bool> error_{false};

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
 
 #include "common/check.h"
 #include "verbs/cq.h"
@@ -275,6 +277,25 @@ Result<std::unique_ptr<CompletionQueue>> Context::create_cq(uint32_t cqe,
   while (capacity < cqe) capacity <<= 1;
   users_.fetch_add(1);
   return std::unique_ptr<CompletionQueue>(new CompletionQueue(*this, capacity, channel));
+}
+
+Result<std::unique_ptr<DeviceMemory>> Context::alloc_dm(size_t length, uint32_t log_align) {
+  const uint64_t limit = dev_.attr().max_dm_size;
+  if (length == 0 || length > limit || log_align > kMaxDmLogAlign) return Err(EINVAL);
+  uint64_t used = dev_.dm_bytes_.load();
+  do {
+    if (used + length > limit) return Err(ENOMEM);
+  } while (!dev_.dm_bytes_.compare_exchange_weak(used, used + length));
+  const size_t align = std::max<size_t>(64, size_t{1} << log_align);
+  const size_t rounded = (length + align - 1) & ~(align - 1);
+  auto* bytes = static_cast<uint8_t*>(std::aligned_alloc(align, rounded));
+  if (bytes == nullptr) {
+    dev_.dm_bytes_.fetch_sub(length);
+    return Err(ENOMEM);
+  }
+  std::memset(bytes, 0, rounded);  // nothing of an earlier owner shows through
+  users_.fetch_add(1);
+  return std::unique_ptr<DeviceMemory>(new DeviceMemory(*this, bytes, length));
 }
 
 Result<PortAttr> Context::query_port(uint8_t port_num) const {

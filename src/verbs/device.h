@@ -125,6 +125,7 @@ class Device {
   friend class CompletionQueue;
   friend class SharedReceiveQueue;
   friend class AddressHandle;
+  friend class DeviceMemory;
 
   // Resources with a DeviceAttr limit.
   enum Resource { kPd, kCq, kQp, kMr, kAh, kSrq, kMw, kResourceCount };
@@ -159,6 +160,7 @@ class Device {
   std::atomic<uint32_t> contexts_open_{0};
 
   std::array<std::atomic<uint32_t>, kResourceCount> in_use_{};
+  std::atomic<uint64_t> dm_bytes_{0};  // device memory allocated, <= DeviceAttr::max_dm_size
 
   // Counters of the device itself.
   std::atomic<uint64_t> rx_drop_unknown_qpn_{0};
@@ -185,6 +187,12 @@ class Context {
   Result<std::unique_ptr<CompletionQueue>> create_cq(uint32_t cqe,
                                                      CompletionChannel* channel = nullptr);
 
+  // ibv_alloc_dm: `length` bytes aligned to 2^log_align (at most 2^kMaxDmLogAlign), zeroed.
+  // EINVAL for 0, more than max_dm_size or a larger alignment; ENOMEM once the device's DM is
+  // spent.
+  Result<std::unique_ptr<DeviceMemory>> alloc_dm(size_t length, uint32_t log_align);
+  static constexpr uint32_t kMaxDmLogAlign = 12;
+
   const DeviceAttr& query_device() const { return dev_.attr(); }
   Result<PortAttr> query_port(uint8_t port_num) const;
   Result<Gid> query_gid(uint8_t port_num, int index) const;
@@ -196,6 +204,7 @@ class Context {
   friend class Device;
   friend class ProtectionDomain;
   friend class CompletionQueue;
+  friend class DeviceMemory;
   explicit Context(Device& dev);
   Device& dev_;
   AsyncEventQueue events_;

@@ -1,6 +1,11 @@
 #include "verbs/mr.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <cerrno>
+#include <cstdlib>
+#include <cstring>
 
 #include "common/check.h"
 #include "verbs/device.h"
@@ -16,7 +21,52 @@ bool covers(const KeyTable::Entry& e, uint64_t addr, uint64_t length) {
   return addr >= e.iova && addr - e.iova <= e.length && length <= e.length - (addr - e.iova);
 }
 
+// The entry's host address of `addr`. In integers: an implicit on-demand MR's host base is 0.
+uint8_t* host_at(const KeyTable::Entry& e, uint64_t addr) {
+  return reinterpret_cast<uint8_t*>(reinterpret_cast<uintptr_t>(e.host) + (addr - e.iova));
+}
+
+constexpr uint32_t kWriteRights =
+    transport::kAccessLocalWrite | transport::kAccessRemoteWrite | transport::kAccessRemoteAtomic;
+
+#ifndef MADV_POPULATE_READ
+#define MADV_POPULATE_READ 22
+#endif
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+uintptr_t page_size() {
+  static const uintptr_t size = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  return size;
+}
+
+// Faults the pages of [p, p+length) in for reading or writing, as a NIC's page-fault handler
+// would: false if any is unmapped or mapped without that right. The kernel answers instead of a
+// SIGSEGV (ENOMEM for a hole, EINVAL/EFAULT for a mapping without the right).
+bool fault_in(const uint8_t* p, uint64_t length, bool write) {
+  const uintptr_t page = page_size();
+  const uintptr_t first = reinterpret_cast<uintptr_t>(p);
+  if (first + length < first || first + length > UINTPTR_MAX - page) return false;
+  const uintptr_t start = first & ~(page - 1);
+  const uintptr_t end = (first + length + page - 1) & ~(page - 1);
+  return madvise(reinterpret_cast<void*>(start), end - start,
+                 write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ) == 0;
+}
+
 }  // namespace
+
+bool on_demand_supported() {
+  static const bool supported = [] {
+    void* p =
+        mmap(nullptr, page_size(), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return false;
+    const bool ok = fault_in(static_cast<uint8_t*>(p), 1, true);
+    munmap(p, page_size());
+    return ok;
+  }();
+  return supported;
+}
 
 KeyTable::KeyTable(uint32_t capacity, uint32_t salt)
     // Slot 0 is never handed out (key 0 is never valid), and keys have 24 bits of index.
@@ -126,7 +176,7 @@ WcStatus KeyTable::bind(const void* pd, const MwBindInfo& b, uint32_t qpn) {
       !(mr.e.access & transport::kAccessLocalWrite))
     return WcStatus::kMwBindErr;
   unbind(w);  // a type 1 window may be bound again in place
-  w.e = Entry{pd, mr.e.host + (b.addr - mr.e.iova), b.addr, b.length, b.access};
+  w.e = Entry{pd, host_at(mr.e, b.addr), b.addr, b.length, b.access, mr.e.on_demand};
   w.window_rkey = b.new_rkey;
   w.bound_qpn = qpn;
   w.bound_mr = m;
@@ -156,7 +206,7 @@ uint32_t KeyTable::in_use() const {
 // Every rule of IBA 10.6.3 (C10-17 .. C10-23) in one place, under one lock.
 Result<uint8_t*, KeyError> KeyTable::check(bool remote, uint32_t key, const void* pd, uint64_t addr,
                                            uint32_t length, uint32_t access, uint32_t qpn) const {
-  std::lock_guard lock(mu_);
+  std::unique_lock lock(mu_);
   uint32_t i = key >> 8;
   if (i == 0 || i >= slots_.size()) return Err(KeyError::kNoSuchKey);
   const Slot& s = slots_[i];
@@ -174,7 +224,24 @@ Result<uint8_t*, KeyError> KeyTable::check(bool remote, uint32_t key, const void
   if (!covers(s.e, addr, length)) return Err(KeyError::kOutOfBounds);
   // Access rights: every requested right must be granted; local read always is (IBA 10.6.3).
   if ((s.e.access & access) != access) return Err(KeyError::kAccessDenied);
-  return s.e.host + (addr - s.e.iova);
+  uint8_t* host = host_at(s.e, addr);
+  if (!s.e.on_demand) return host;
+  // The pages are the process's business, not the table's: probe them outside the lock.
+  lock.unlock();
+  if (!fault_in(host, length, (access & kWriteRights) != 0)) return Err(KeyError::kAccessDenied);
+  return host;
+}
+
+Result<uint8_t*> KeyTable::on_demand_range(uint32_t lkey, const void* pd, uint64_t addr,
+                                           uint32_t length, uint32_t access) const {
+  std::lock_guard lock(mu_);
+  const uint32_t i = lkey >> 8;
+  if (i == 0 || i >= slots_.size()) return Err(ENOENT);
+  const Slot& s = slots_[i];
+  if (!s.live || s.kind != Kind::kMr || (lkey & 0xff) != tag(s.generation, false) || s.e.pd != pd ||
+      !s.e.on_demand || !covers(s.e, addr, length) || (s.e.access & access) != access)
+    return Err(ENOENT);
+  return host_at(s.e, addr);
 }
 
 // ---- ProtectionDomain -------------------------------------------------------------------------
@@ -203,12 +270,21 @@ Result<std::unique_ptr<MemoryRegion>> ProtectionDomain::reg_mr(void* addr, size_
   if ((access & (transport::kAccessRemoteWrite | transport::kAccessRemoteAtomic)) &&
       !(access & transport::kAccessLocalWrite))
     return Err(EINVAL);
-  if (length == 0 || addr == nullptr) return Err(EINVAL);
-  const auto host = reinterpret_cast<uintptr_t>(addr);
-  if (host + length < host || iova + length < iova) return Err(EINVAL);
-  if (length > device().attr().max_mr_size) return Err(EINVAL);
+  const bool on_demand = (access & kAccessOnDemand) != 0;
+  if (on_demand && !on_demand_supported()) return Err(EOPNOTSUPP);
+  // Implicit on-demand (ibv_reg_mr(3)): the whole address space, addresses are host addresses.
+  const bool implicit = on_demand && addr == nullptr && length == SIZE_MAX;
+  if (implicit) {
+    if (iova != 0) return Err(EINVAL);
+  } else {
+    if (length == 0 || addr == nullptr) return Err(EINVAL);
+    const auto host = reinterpret_cast<uintptr_t>(addr);
+    if (host + length < host || iova + length < iova) return Err(EINVAL);
+    if (length > device().attr().max_mr_size) return Err(EINVAL);
+  }
   if (!device().acquire(Device::kMr)) return Err(ENOMEM);
-  KeyTable::Entry e{this, static_cast<uint8_t*>(addr), iova, length, access};
+  KeyTable::Entry e{
+      this, static_cast<uint8_t*>(addr), iova, implicit ? UINT64_MAX : length, access, on_demand};
   auto keys = device().keys_.add(e);
   if (!keys) {
     device().release(Device::kMr);
@@ -217,6 +293,40 @@ Result<std::unique_ptr<MemoryRegion>> ProtectionDomain::reg_mr(void* addr, size_
   users_.fetch_add(1);
   return std::unique_ptr<MemoryRegion>(
       new MemoryRegion(*this, addr, length, iova, access, keys->first, keys->second));
+}
+
+Result<std::unique_ptr<MemoryRegion>> ProtectionDomain::reg_dm_mr(DeviceMemory& dm, uint64_t offset,
+                                                                  size_t length, uint32_t access) {
+  // DM MRs are zero-based (ibv_reg_dm_mr(3)) and never on demand.
+  if (!(access & kAccessZeroBased) || (access & kAccessOnDemand)) return Err(EINVAL);
+  if (&dm.ctx_ != &ctx_) return Err(EINVAL);
+  if (length == 0 || offset > dm.length_ || length > dm.length_ - offset) return Err(EINVAL);
+  auto mr = reg_mr(dm.bytes_ + offset, length, 0, access & ~kAccessZeroBased);
+  if (!mr) return mr;
+  (*mr)->dm_ = &dm;
+  dm.users_.fetch_add(1);
+  return mr;
+}
+
+int ProtectionDomain::advise_mr(uint32_t advice, uint32_t flags,
+                                std::span<const transport::Sge> sges) {
+  if (advice > kAdvisePrefetchNoFault || (flags & ~kAdviseFlush) != 0) return EINVAL;
+  if (sges.size() > kMaxAdviseSge) return EINVAL;
+  if (!on_demand_supported()) return EOPNOTSUPP;
+  const bool write = advice == kAdvisePrefetchWrite;
+  uint8_t* hosts[kMaxAdviseSge];
+  for (size_t i = 0; i < sges.size(); ++i) {
+    auto host = device().keys_.on_demand_range(sges[i].lkey, this, sges[i].addr, sges[i].length,
+                                               write ? uint32_t{transport::kAccessLocalWrite} : 0u);
+    if (!host) return host.error();
+    hosts[i] = *host;
+  }
+  if (advice == kAdvisePrefetchNoFault) return 0;  // would only map pages already present
+  for (size_t i = 0; i < sges.size(); ++i) {
+    if (sges[i].length != 0 && !fault_in(hosts[i], sges[i].length, write) && (flags & kAdviseFlush))
+      return EFAULT;
+  }
+  return 0;
 }
 
 Result<uint8_t*, KeyError> ProtectionDomain::local(uint32_t lkey, uint64_t addr, uint32_t length,
@@ -274,7 +384,32 @@ MemoryRegion::~MemoryRegion() {
   dev.keys_.remove(lkey_);
   { std::unique_lock barrier(dev.quiesce_); }
   dev.release(Device::kMr);
+  if (dm_) dm_->users_.fetch_sub(1);
   pd_.users_.fetch_sub(1);
+}
+
+// ---- DeviceMemory -----------------------------------------------------------------------------
+
+DeviceMemory::DeviceMemory(Context& ctx, uint8_t* bytes, size_t length)
+    : ctx_(ctx), bytes_(bytes), length_(length) {}
+
+DeviceMemory::~DeviceMemory() {
+  UROCE_CHECK(users_.load() == 0);
+  std::free(bytes_);
+  ctx_.dev_.dm_bytes_.fetch_sub(length_);
+  ctx_.users_.fetch_sub(1);
+}
+
+int DeviceMemory::copy_to(uint64_t offset, const void* src, size_t length) {
+  if (offset > length_ || length > length_ - offset) return EFAULT;
+  if (length != 0) std::memcpy(bytes_ + offset, src, length);
+  return 0;
+}
+
+int DeviceMemory::copy_from(void* dst, uint64_t offset, size_t length) const {
+  if (offset > length_ || length > length_ - offset) return EFAULT;
+  if (length != 0) std::memcpy(dst, bytes_ + offset, length);
+  return 0;
 }
 
 // ---- MemoryWindow -----------------------------------------------------------------------------

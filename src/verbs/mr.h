@@ -16,6 +16,15 @@
 // even one the progress engine had already validated (the device's quiesce barrier waits for the
 // progress pass and any post call in flight). The transport must not keep a pointer returned by
 // MemoryAccess beyond the call (receive/transmit/post) that obtained it.
+//
+// On-demand MRs (IBV_ACCESS_ON_DEMAND; implicit: the whole address space, reg_mr(nullptr,
+// SIZE_MAX)) take the same key, PD, bounds and rights checks, and then the pages themselves: the
+// check faults the range in with the access it needs (madvise MADV_POPULATE_READ/WRITE, what a
+// NIC's page-fault handler does), and a range that is unmapped, or mapped without that right,
+// fails the check with kAccessDenied (remote access error NAK, local protection error
+// completion) instead of faulting the process later. They follow the mapping: memory unmapped
+// after registration fails, memory mapped again there is used. Other MRs skip the probe (uroce
+// does not pin them; their memory must stay mapped while registered).
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -36,6 +45,7 @@ class MemoryWindow;
 class QueuePair;
 class AddressHandle;
 class SharedReceiveQueue;
+class DeviceMemory;
 
 using transport::KeyError;
 using transport::MwBindInfo;
@@ -51,6 +61,7 @@ class KeyTable {
     uint64_t iova = 0;
     uint64_t length = 0;
     uint32_t access = 0;
+    bool on_demand = false;  // probe the pages on every access (above)
   };
   explicit KeyTable(uint32_t capacity, uint32_t salt);
 
@@ -71,6 +82,10 @@ class KeyTable {
   // LOCAL_INV or SEND with Invalidate of a bound type 2 window (IBA 10.6.7.2.4).
   bool invalidate(const void* pd, uint32_t rkey, uint32_t qpn, bool remote);
   uint32_t windows_bound(uint32_t lkey) const;  // windows bound to the MR of `lkey`
+  // ibv_advise_mr's check of one SGE: the live on-demand MR of `lkey` in `pd` covering the range
+  // with `access`: its host address, or ENOENT (rdma-core: not a prefetchable MR).
+  Result<uint8_t*> on_demand_range(uint32_t lkey, const void* pd, uint64_t addr, uint32_t length,
+                                   uint32_t access) const;
   uint32_t in_use() const;
 
  private:
@@ -119,6 +134,15 @@ class ProtectionDomain : public transport::MemoryAccess {
   Result<std::unique_ptr<QueuePair>> create_qp(const QpInitAttr& attr);
   Result<std::unique_ptr<AddressHandle>> create_ah(const AhAttr& attr);
   Result<std::unique_ptr<SharedReceiveQueue>> create_srq(const SrqAttr& attr);
+  // ibv_reg_dm_mr: `length` bytes of `dm` from `offset`, zero-based (remote addresses are offsets
+  // into the MR). EINVAL without kAccessZeroBased, for a range outside the DM or bad access bits.
+  Result<std::unique_ptr<MemoryRegion>> reg_dm_mr(DeviceMemory& dm, uint64_t offset, size_t length,
+                                                  uint32_t access);
+  // ibv_advise_mr: prefetch hints for on-demand MRs. EINVAL for an unknown advice or flag, a null
+  // list or more than kMaxAdviseSge entries; ENOENT for an SGE outside an on-demand MR of this PD
+  // (or PREFETCH_WRITE to one without LOCAL_WRITE). With kAdviseFlush the pages are faulted in
+  // before it returns, EFAULT if they cannot be; without it that is best effort.
+  int advise_mr(uint32_t advice, uint32_t flags, std::span<const transport::Sge> sges);
   // ibv_alloc_mw: EINVAL for an unknown type, ENOMEM past DeviceAttr::max_mw.
   Result<std::unique_ptr<MemoryWindow>> alloc_mw(MwType type);
 
@@ -175,6 +199,36 @@ class MemoryRegion {
   uint64_t iova_;
   uint32_t access_;
   uint32_t lkey_, rkey_;
+  DeviceMemory* dm_ = nullptr;  // the DM this MR registers (reg_dm_mr)
+};
+
+// Device memory (ibv_alloc_dm): memory of the device that programs reach only through
+// copy_to/copy_from (ibv_memcpy_to_dm / ibv_memcpy_from_dm) and MRs (reg_dm_mr). uroce's device
+// is software, so it lives in host memory: what it offers is the API, not a latency advantage.
+// The bytes allocated per device are bounded by DeviceAttr::max_dm_size.
+class DeviceMemory {
+ public:
+  ~DeviceMemory();
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+
+  size_t length() const { return length_; }
+  // 0, or EFAULT for a range past the end (as rdma-core's mlx5 provider).
+  int copy_to(uint64_t offset, const void* src, size_t length);
+  int copy_from(void* dst, uint64_t offset, size_t length) const;
+  // MRs registered on it (ibv_free_dm says EBUSY while > 0).
+  uint32_t users() const { return users_.load(); }
+  Context& context() { return ctx_; }
+
+ private:
+  friend class Context;
+  friend class ProtectionDomain;
+  friend class MemoryRegion;
+  DeviceMemory(Context& ctx, uint8_t* bytes, size_t length);
+  Context& ctx_;
+  uint8_t* bytes_;
+  size_t length_;
+  std::atomic<uint32_t> users_{0};
 };
 
 // A memory window (ibv_mw): allocated unbound; BIND_MW work requests (ibv_post_send, or
@@ -204,10 +258,19 @@ inline uint32_t next_window_key(uint32_t rkey) {
   return (rkey & 0xffffff00) | ((rkey + 1) & 0xff);
 }
 
-// Access bits reg_mr accepts (ibv_access_flags up to MW_BIND).
+// ibv_access_flags the verbs layer adds to the transport's.
+inline constexpr uint32_t kAccessZeroBased = 1u << 5;  // IBV_ACCESS_ZERO_BASED
+inline constexpr uint32_t kAccessOnDemand = 1u << 6;   // IBV_ACCESS_ON_DEMAND
+// Access bits reg_mr accepts (ibv_access_flags up to MW_BIND, and ON_DEMAND).
 inline constexpr uint32_t kMrAccessMask =
     transport::kAccessLocalWrite | transport::kAccessRemoteWrite | transport::kAccessRemoteRead |
-    transport::kAccessRemoteAtomic | transport::kAccessMwBind;
+    transport::kAccessRemoteAtomic | transport::kAccessMwBind | kAccessOnDemand;
+// ibv_advise_mr_advice / flags.
+inline constexpr uint32_t kAdvisePrefetch = 0, kAdvisePrefetchWrite = 1, kAdvisePrefetchNoFault = 2;
+inline constexpr uint32_t kAdviseFlush = 1;
+inline constexpr size_t kMaxAdviseSge = 64;
+// Whether this process can offer on-demand MRs: the kernel has MADV_POPULATE_READ/WRITE (5.14).
+bool on_demand_supported();
 // Rights a window may grant (ibv_mw_bind_info::mw_access_flags; zero-based windows are not
 // offered).
 inline constexpr uint32_t kMwAccessMask =

@@ -35,6 +35,7 @@ struct Limits {
   static constexpr int kMaxSrqWr = 16384;
   static constexpr int kMaxAh = 4096;
   static constexpr int kMaxInline = 256;
+  static constexpr uint64_t kMaxDmSize = 256 * 1024;    // ibv_alloc_dm, per device
   static constexpr uint32_t kMaxMsgSize = 0x80000000u;  // 2^31, IBA 9.4 (o9-6)
   static constexpr int kGidTableLen = 1;
   static constexpr int kPkeyTableLen = 1;
@@ -93,5 +94,8 @@ void fill_device_attr(const Device& d, ibv_device_attr* attr);
 void fill_port_attr(const Device& d, ibv_port_attr* attr);
 // Installs the verbs_context and ibv_context_ops entry points (objects.cpp).
 void install_ops(verbs_context* vctx);
+// memory.cpp: ibv_advise_mr and device memory; the ODP caps and max_dm_size of query_device_ex.
+void install_memory_ops(verbs_context* vctx);
+void fill_memory_caps(ibv_device_attr_ex* attr);
 
 }  // namespace uroce::abi

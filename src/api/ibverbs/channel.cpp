@@ -129,6 +129,11 @@ void ContextState::destroy_all() {
       case Kind::kMr:
         ibv_dereg_mr(&static_cast<Mr*>(abi)->mr);
         break;
+      case Kind::kDm: {
+        ibv_dm* dm = static_cast<ibv_dm*>(abi);  // the ibv_dm is its wrapper's first member
+        verbs_get_ctx(dm->context)->free_dm(dm);
+        break;
+      }
       case Kind::kCq:
         ibv_destroy_cq(cq_of(static_cast<Cq*>(abi)));
         break;

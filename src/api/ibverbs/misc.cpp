@@ -213,10 +213,6 @@ UROCE_IBV_EXPORT int ibv_attach_mcast(ibv_qp*, const ibv_gid*, uint16_t) {
 UROCE_IBV_EXPORT int ibv_detach_mcast(ibv_qp*, const ibv_gid*, uint16_t) {
   return EOPNOTSUPP;
 }
-// Resizing would have to move completions under the progress engine's feet.
-UROCE_IBV_EXPORT int ibv_resize_cq(ibv_cq*, int) {
-  return EOPNOTSUPP;
-}
 // rdma-core's convention, not an errno: 0, or a negative ibv_rereg_mr_err_code with errno set.
 // Its argument checks come first (EINVAL); then a provider without rereg answers EOPNOTSUPP with
 // IBV_REREG_MR_ERR_INPUT, which tells the caller the old MR is still valid.

@@ -419,6 +419,7 @@ int query_device_ex(ibv_context* context, const ibv_query_device_ex_input* input
   std::memset(&full, 0, sizeof full);
   fill_device_attr(*ctx->device, &full.orig_attr);
   full.phys_port_cnt_ex = full.orig_attr.phys_port_cnt;
+  fill_memory_caps(&full);
   std::memcpy(attr, &full, std::min(attr_size, sizeof full));
   return 0;
 }
@@ -640,6 +641,7 @@ void install_ops(verbs_context* vctx) {
   vctx->query_device_ex = query_device_ex;
   vctx->create_qp_ex = create_qp_ex;
   vctx->create_cq_ex = create_cq_ex;
+  install_memory_ops(vctx);
 }
 
 namespace {
@@ -781,6 +783,16 @@ UROCE_IBV_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
   pthread_cond_destroy(&cq->cond);
   pthread_mutex_destroy(&cq->mutex);
   delete c;
+  return 0;
+}
+
+// rdma-core's providers: at least `cqe` entries, never fewer than are queued (EINVAL); cq->cqe
+// says the depth it got.
+UROCE_IBV_EXPORT int ibv_resize_cq(ibv_cq* cq, int cqe) {
+  if (!cq || cqe <= 0) return EINVAL;
+  Cq* c = from(cq);
+  if (int rc = c->impl->resize(static_cast<uint32_t>(cqe))) return rc;
+  cq->cqe = static_cast<int>(c->impl->cqe());
   return 0;
 }
 

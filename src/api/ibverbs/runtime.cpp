@@ -89,6 +89,7 @@ verbs::DeviceConfig Runtime::verbs_config(const Device& d) {
   c.attr.max_srq_wr = static_cast<uint32_t>(a.max_srq_wr);
   c.attr.max_srq_sge = static_cast<uint32_t>(a.max_srq_sge);
   c.attr.max_inline_data = Limits::kMaxInline;
+  c.attr.max_dm_size = Limits::kMaxDmSize;
   ibv_port_attr p;
   fill_port_attr(d, &p);
   c.port.active_mtu = static_cast<verbs::Mtu>(p.active_mtu);
