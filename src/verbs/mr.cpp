@@ -93,6 +93,16 @@ void KeyTable::remove(uint32_t key) {
   --live_;
 }
 
+int KeyTable::update(uint32_t lkey, const Entry& e) {
+  std::lock_guard lock(mu_);
+  const uint32_t i = lkey >> 8;
+  UROCE_CHECK(i > 0 && i < slots_.size() && slots_[i].live && slots_[i].kind == Kind::kMr);
+  Slot& s = slots_[i];
+  if (s.windows > 0) return EBUSY;
+  s.e = e;
+  return 0;
+}
+
 uint32_t KeyTable::windows_bound(uint32_t lkey) const {
   std::lock_guard lock(mu_);
   const uint32_t i = lkey >> 8;
@@ -195,18 +205,23 @@ uint32_t ProtectionDomain::users() const {
   return users_.load();
 }
 
-Result<std::unique_ptr<MemoryRegion>> ProtectionDomain::reg_mr(void* addr, size_t length,
-                                                               uint64_t iova, uint32_t access) {
-  if (access & ~kMrAccessMask) return Err(EINVAL);
+int ProtectionDomain::check_mr_args(void* addr, size_t length, uint64_t iova, uint32_t access) {
+  if (access & ~kMrAccessMask) return EINVAL;
   // ibv_reg_mr(3): "If IBV_ACCESS_REMOTE_WRITE or IBV_ACCESS_REMOTE_ATOMIC is set, then
   // IBV_ACCESS_LOCAL_WRITE must be set too" (IBA 10.6.3).
   if ((access & (transport::kAccessRemoteWrite | transport::kAccessRemoteAtomic)) &&
       !(access & transport::kAccessLocalWrite))
-    return Err(EINVAL);
-  if (length == 0 || addr == nullptr) return Err(EINVAL);
+    return EINVAL;
+  if (length == 0 || addr == nullptr) return EINVAL;
   const auto host = reinterpret_cast<uintptr_t>(addr);
-  if (host + length < host || iova + length < iova) return Err(EINVAL);
-  if (length > device().attr().max_mr_size) return Err(EINVAL);
+  if (host + length < host || iova + length < iova) return EINVAL;
+  if (length > device().attr().max_mr_size) return EINVAL;
+  return 0;
+}
+
+Result<std::unique_ptr<MemoryRegion>> ProtectionDomain::reg_mr(void* addr, size_t length,
+                                                               uint64_t iova, uint32_t access) {
+  if (int rc = check_mr_args(addr, length, iova, access)) return Err(rc);
   if (!device().acquire(Device::kMr)) return Err(ENOMEM);
   KeyTable::Entry e{this, static_cast<uint8_t*>(addr), iova, length, access};
   auto keys = device().keys_.add(e);
@@ -255,7 +270,7 @@ Result<std::unique_ptr<MemoryWindow>> ProtectionDomain::alloc_mw(MwType type) {
 
 MemoryRegion::MemoryRegion(ProtectionDomain& pd, void* addr, size_t length, uint64_t iova,
                            uint32_t access, uint32_t lkey, uint32_t rkey)
-    : pd_(pd),
+    : pd_(&pd),
       addr_(addr),
       length_(length),
       iova_(iova),
@@ -264,17 +279,38 @@ MemoryRegion::MemoryRegion(ProtectionDomain& pd, void* addr, size_t length, uint
       rkey_(rkey) {}
 
 uint32_t MemoryRegion::windows_bound() const {
-  return pd_.device().keys_.windows_bound(lkey_);
+  return pd_->device().keys_.windows_bound(lkey_);
+}
+
+int MemoryRegion::rereg(ProtectionDomain& pd, void* addr, size_t length, uint64_t iova,
+                        uint32_t access) {
+  if (&pd.context() != &pd_->context()) return EINVAL;
+  if (int rc = pd.check_mr_args(addr, length, iova, access)) return rc;
+  Device& dev = pd_->device();
+  if (int rc = dev.keys_.update(lkey_, {&pd, static_cast<uint8_t*>(addr), iova, length, access}))
+    return rc;
+  // As in ~MemoryRegion: the barrier outlasts any access checked against the old entry.
+  { std::unique_lock barrier(dev.quiesce_); }
+  if (&pd != pd_) {
+    pd.users_.fetch_add(1);
+    pd_->users_.fetch_sub(1);
+    pd_ = &pd;
+  }
+  addr_ = addr;
+  length_ = length;
+  iova_ = iova;
+  access_ = access;
+  return 0;
 }
 
 MemoryRegion::~MemoryRegion() {
-  Device& dev = pd_.device();
+  Device& dev = pd_->device();
   // The keys die first, so no new access passes the check; then the barrier waits for every
   // progress pass or post call in flight, which may hold a pointer checked a moment earlier.
   dev.keys_.remove(lkey_);
   { std::unique_lock barrier(dev.quiesce_); }
   dev.release(Device::kMr);
-  pd_.users_.fetch_sub(1);
+  pd_->users_.fetch_sub(1);
 }
 
 // ---- MemoryWindow -----------------------------------------------------------------------------
