@@ -8,7 +8,7 @@ packages=(
   libisal-dev libibverbs-dev librdmacm-dev libfmt-dev libcli11-dev
   nlohmann-json3-dev
   clang-14 libclang-rt-14-dev clang-format
-  python3 python3-scapy tshark
+  python3 python3-scapy python3-pyverbs tshark
   iproute2 nftables ibverbs-utils perftest qperf ucx-utils libfabric-bin
   openmpi-bin libopenmpi-dev mpich libmpich-dev util-linux
 )

@@ -64,6 +64,18 @@ size_t CompletionQueue::poll(std::span<Completion> out) {
   return n;
 }
 
+void CompletionQueue::purge(uint32_t qpn) {
+  std::lock_guard lock(mu_);
+  const uint64_t mask = ring_.size() - 1;
+  uint64_t kept = head_;
+  for (uint64_t i = head_; i != tail_; ++i) {
+    if (ring_[i & mask].qp_num == qpn) continue;
+    if (kept != i) ring_[kept & mask] = ring_[i & mask];
+    ++kept;
+  }
+  tail_ = kept;
+}
+
 int CompletionQueue::req_notify(bool solicited_only) {
   if (!channel_) return EINVAL;
   std::lock_guard lock(mu_);

@@ -37,6 +37,10 @@ class CompletionQueue : public transport::CompletionSink {
 
   // ibv_poll_cq: moves up to out.size() completions out, oldest first; returns how many.
   size_t poll(std::span<Completion> out);
+  // Drops the queued completions of QP `qpn`, keeping the others in order: a QP moved to RESET
+  // takes its completions with it, as rdma-core's mlx5 provider does (programs that restart a
+  // QP after an error, pyverbs' tests among them, poll the CQ next for the new work).
+  void purge(uint32_t qpn);
   // ibv_req_notify_cq. 0, or EINVAL for a CQ without a completion channel.
   int req_notify(bool solicited_only);
 

@@ -54,6 +54,19 @@ bool fault_in(const uint8_t* p, uint64_t length, bool write) {
                  write ? MADV_POPULATE_WRITE : MADV_POPULATE_READ) == 0;
 }
 
+// ibv_reg_mr(3)'s implicit on-demand MR: no address, SIZE_MAX bytes, the whole address space.
+bool is_implicit(const void* addr, size_t length, uint32_t access) {
+  return (access & kAccessOnDemand) && addr == nullptr && length == SIZE_MAX;
+}
+
+// The key table's view of an MR (reg_mr, rereg): an implicit MR covers every iova.
+KeyTable::Entry key_entry(const void* pd, void* addr, size_t length, uint64_t iova,
+                          uint32_t access) {
+  const bool implicit = is_implicit(addr, length, access);
+  return {pd,     static_cast<uint8_t*>(addr),    iova, implicit ? UINT64_MAX : length,
+          access, (access & kAccessOnDemand) != 0};
+}
+
 }  // namespace
 
 bool on_demand_supported() {
@@ -141,6 +154,16 @@ void KeyTable::remove(uint32_t key) {
   s.live = false;
   s.e = {};
   --live_;
+}
+
+int KeyTable::update(uint32_t lkey, const Entry& e) {
+  std::lock_guard lock(mu_);
+  const uint32_t i = lkey >> 8;
+  UROCE_CHECK(i > 0 && i < slots_.size() && slots_[i].live && slots_[i].kind == Kind::kMr);
+  Slot& s = slots_[i];
+  if (s.windows > 0) return EBUSY;
+  s.e = e;
+  return 0;
 }
 
 uint32_t KeyTable::windows_bound(uint32_t lkey) const {
@@ -262,29 +285,29 @@ uint32_t ProtectionDomain::users() const {
   return users_.load();
 }
 
-Result<std::unique_ptr<MemoryRegion>> ProtectionDomain::reg_mr(void* addr, size_t length,
-                                                               uint64_t iova, uint32_t access) {
-  if (access & ~kMrAccessMask) return Err(EINVAL);
+int ProtectionDomain::check_mr_args(void* addr, size_t length, uint64_t iova, uint32_t access) {
+  if (access & ~kMrAccessMask) return EINVAL;
   // ibv_reg_mr(3): "If IBV_ACCESS_REMOTE_WRITE or IBV_ACCESS_REMOTE_ATOMIC is set, then
   // IBV_ACCESS_LOCAL_WRITE must be set too" (IBA 10.6.3).
   if ((access & (transport::kAccessRemoteWrite | transport::kAccessRemoteAtomic)) &&
       !(access & transport::kAccessLocalWrite))
-    return Err(EINVAL);
+    return EINVAL;
   const bool on_demand = (access & kAccessOnDemand) != 0;
-  if (on_demand && !on_demand_supported()) return Err(EOPNOTSUPP);
+  if (on_demand && !on_demand_supported()) return EOPNOTSUPP;
   // Implicit on-demand (ibv_reg_mr(3)): the whole address space, addresses are host addresses.
-  const bool implicit = on_demand && addr == nullptr && length == SIZE_MAX;
-  if (implicit) {
-    if (iova != 0) return Err(EINVAL);
-  } else {
-    if (length == 0 || addr == nullptr) return Err(EINVAL);
-    const auto host = reinterpret_cast<uintptr_t>(addr);
-    if (host + length < host || iova + length < iova) return Err(EINVAL);
-    if (length > device().attr().max_mr_size) return Err(EINVAL);
-  }
+  if (is_implicit(addr, length, access)) return iova != 0 ? EINVAL : 0;
+  if (length == 0 || addr == nullptr) return EINVAL;
+  const auto host = reinterpret_cast<uintptr_t>(addr);
+  if (host + length < host || iova + length < iova) return EINVAL;
+  if (length > device().attr().max_mr_size) return EINVAL;
+  return 0;
+}
+
+Result<std::unique_ptr<MemoryRegion>> ProtectionDomain::reg_mr(void* addr, size_t length,
+                                                               uint64_t iova, uint32_t access) {
+  if (int rc = check_mr_args(addr, length, iova, access)) return Err(rc);
   if (!device().acquire(Device::kMr)) return Err(ENOMEM);
-  KeyTable::Entry e{
-      this, static_cast<uint8_t*>(addr), iova, implicit ? UINT64_MAX : length, access, on_demand};
+  const KeyTable::Entry e = key_entry(this, addr, length, iova, access);
   auto keys = device().keys_.add(e);
   if (!keys) {
     device().release(Device::kMr);
@@ -365,7 +388,7 @@ Result<std::unique_ptr<MemoryWindow>> ProtectionDomain::alloc_mw(MwType type) {
 
 MemoryRegion::MemoryRegion(ProtectionDomain& pd, void* addr, size_t length, uint64_t iova,
                            uint32_t access, uint32_t lkey, uint32_t rkey)
-    : pd_(pd),
+    : pd_(&pd),
       addr_(addr),
       length_(length),
       iova_(iova),
@@ -374,18 +397,41 @@ MemoryRegion::MemoryRegion(ProtectionDomain& pd, void* addr, size_t length, uint
       rkey_(rkey) {}
 
 uint32_t MemoryRegion::windows_bound() const {
-  return pd_.device().keys_.windows_bound(lkey_);
+  return pd_->device().keys_.windows_bound(lkey_);
+}
+
+int MemoryRegion::rereg(ProtectionDomain& pd, void* addr, size_t length, uint64_t iova,
+                        uint32_t access) {
+  if (&pd.context() != &pd_->context()) return EINVAL;
+  // A device-memory MR's range belongs to its DM (ibv_reg_dm_mr); moving it elsewhere is not
+  // a rereg rdma-core's devices offer either.
+  if (dm_) return EOPNOTSUPP;
+  if (int rc = pd.check_mr_args(addr, length, iova, access)) return rc;
+  Device& dev = pd_->device();
+  if (int rc = dev.keys_.update(lkey_, key_entry(&pd, addr, length, iova, access))) return rc;
+  // As in ~MemoryRegion: the barrier outlasts any access checked against the old entry.
+  { std::unique_lock barrier(dev.quiesce_); }
+  if (&pd != pd_) {
+    pd.users_.fetch_add(1);
+    pd_->users_.fetch_sub(1);
+    pd_ = &pd;
+  }
+  addr_ = addr;
+  length_ = length;
+  iova_ = iova;
+  access_ = access;
+  return 0;
 }
 
 MemoryRegion::~MemoryRegion() {
-  Device& dev = pd_.device();
+  Device& dev = pd_->device();
   // The keys die first, so no new access passes the check; then the barrier waits for every
   // progress pass or post call in flight, which may hold a pointer checked a moment earlier.
   dev.keys_.remove(lkey_);
   { std::unique_lock barrier(dev.quiesce_); }
   dev.release(Device::kMr);
   if (dm_) dm_->users_.fetch_sub(1);
-  pd_.users_.fetch_sub(1);
+  pd_->users_.fetch_sub(1);
 }
 
 // ---- DeviceMemory -----------------------------------------------------------------------------

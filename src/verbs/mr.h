@@ -73,6 +73,9 @@ class KeyTable {
   // Frees an MR's slot (by its lkey) or a window's (by any R_Key it had). An MR's windows are
   // unbound with it.
   void remove(uint32_t key);
+  // Re-registration: the MR of `lkey` takes `e` and keeps its keys. EBUSY while windows are
+  // bound to it (they would outlive the memory or rights they were checked against).
+  int update(uint32_t lkey, const Entry& e);
   // Checks a key against a PD, range and access (IBA 10.6.3); a type 2 window's R_Key also
   // against the QP it is bound to.
   Result<uint8_t*, KeyError> check(bool remote, uint32_t key, const void* pd, uint64_t addr,
@@ -131,6 +134,8 @@ class ProtectionDomain : public transport::MemoryAccess {
   Result<std::unique_ptr<MemoryRegion>> reg_mr(void* addr, size_t length, uint32_t access) {
     return reg_mr(addr, length, reinterpret_cast<uint64_t>(addr), access);
   }
+  // reg_mr's argument checks: 0 or EINVAL.
+  int check_mr_args(void* addr, size_t length, uint64_t iova, uint32_t access);
   Result<std::unique_ptr<QueuePair>> create_qp(const QpInitAttr& attr);
   Result<std::unique_ptr<AddressHandle>> create_ah(const AhAttr& attr);
   Result<std::unique_ptr<SharedReceiveQueue>> create_srq(const SrqAttr& attr);
@@ -184,16 +189,22 @@ class MemoryRegion {
   size_t length() const { return length_; }
   uint64_t iova() const { return iova_; }
   uint32_t access() const { return access_; }
-  ProtectionDomain& pd() { return pd_; }
+  ProtectionDomain& pd() { return *pd_; }
   // Windows bound to this MR now: ibv_dereg_mr refuses (EBUSY) while there are any; destroying
   // it anyway (the C++ API) unbinds them.
   uint32_t windows_bound() const;
+  // ibv_rereg_mr: the MR now lies in `pd` (of the same context), over [addr, addr+length) at
+  // `iova`, with `access`, and keeps its keys, as on rdma-core's devices (callers hand the keys
+  // out before and use them after). 0, or EINVAL (reg_mr's checks, a PD of another context),
+  // EBUSY (windows bound); on an error nothing changed. Like deregistration it is synchronous:
+  // once it returns, no access uses the old translation, PD or rights.
+  int rereg(ProtectionDomain& pd, void* addr, size_t length, uint64_t iova, uint32_t access);
 
  private:
   friend class ProtectionDomain;
   MemoryRegion(ProtectionDomain& pd, void* addr, size_t length, uint64_t iova, uint32_t access,
                uint32_t lkey, uint32_t rkey);
-  ProtectionDomain& pd_;
+  ProtectionDomain* pd_;  // changes with rereg
   void* addr_;
   size_t length_;
   uint64_t iova_;

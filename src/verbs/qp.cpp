@@ -318,7 +318,11 @@ int QueuePair::modify(const QpAttr& attr, uint32_t mask) {
   if (mask & ~(kQpState | kQpCurState)) tqp_->configure(config());
   if (next != cur || next == QpState::kReset || next == QpState::kErr) {
     tqp_->set_state(next);
-    if (next == QpState::kReset) fatal_reported_ = false;
+    if (next == QpState::kReset) {
+      fatal_reported_ = false;
+      if (init_.send_cq) init_.send_cq->purge(qpn_);
+      if (init_.recv_cq && init_.recv_cq != init_.send_cq) init_.recv_cq->purge(qpn_);
+    }
   }
   check_fatal_locked();
   return 0;

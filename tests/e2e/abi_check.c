@@ -172,17 +172,17 @@ static void check_unsupported(struct ibv_context* ctx) {
   CHECK(errno == EOPNOTSUPP || errno == ENOSYS);
   CHECK(ibv_import_device(3) == NULL);
 
-  /* ibv_rereg_mr answers as rdma-core does for a provider without rereg: the old MR stays valid
-   * (IBV_REREG_MR_ERR_INPUT), errno EOPNOTSUPP; bad arguments are EINVAL first. */
+  /* ibv_rereg_mr: rdma-core's codes (bad arguments IBV_REREG_MR_ERR_INPUT with EINVAL, a change
+   * the device refuses IBV_REREG_MR_ERR_CMD with its errno); a change keeps lkey and rkey and
+   * updates the ibv_mr's pd, addr and length. */
   struct ibv_pd* pd = ibv_alloc_pd(ctx);
-  CHECK(pd != NULL);
-  char region[64];
+  struct ibv_pd* pd2 = ibv_alloc_pd(ctx);
+  CHECK(pd != NULL && pd2 != NULL);
+  char region[64], region2[32];
   struct ibv_mr* mr = pd ? ibv_reg_mr(pd, region, sizeof region, IBV_ACCESS_LOCAL_WRITE) : NULL;
   CHECK(mr != NULL);
-  if (mr) {
-    errno = 0;
-    CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, 0) == IBV_REREG_MR_ERR_INPUT);
-    CHECK(errno == EOPNOTSUPP);
+  if (mr && pd2) {
+    const uint32_t lkey = mr->lkey, rkey = mr->rkey;
     errno = 0;
     CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_FLAGS_SUPPORTED + 1, NULL, NULL, 0, 0) ==
           IBV_REREG_MR_ERR_INPUT);
@@ -195,8 +195,22 @@ static void check_unsupported(struct ibv_context* ctx) {
     CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_TRANSLATION, NULL, NULL, 0, 0) ==
           IBV_REREG_MR_ERR_INPUT);
     CHECK(errno == EINVAL);
+    errno = 0; /* remote write without local write: refused as ibv_reg_mr refuses it */
+    CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0, IBV_ACCESS_REMOTE_WRITE) ==
+          IBV_REREG_MR_ERR_CMD);
+    CHECK(errno == EINVAL);
+    CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_ACCESS, NULL, NULL, 0,
+                       IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ) == 0);
+    CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD | IBV_REREG_MR_CHANGE_TRANSLATION, pd2, region2,
+                       sizeof region2, 0) == 0);
+    CHECK(mr->pd == pd2 && mr->addr == region2 && mr->length == sizeof region2);
+    CHECK(mr->lkey == lkey && mr->rkey == rkey);
+    CHECK(ibv_dealloc_pd(pd2) == EBUSY); /* the MR lies in it now */
+    CHECK(ibv_rereg_mr(mr, IBV_REREG_MR_CHANGE_PD, pd, NULL, 0, 0) == 0);
+    CHECK(mr->pd == pd && mr->addr == region2);
     CHECK(ibv_dereg_mr(mr) == 0);
   }
+  if (pd2) CHECK(ibv_dealloc_pd(pd2) == 0);
   if (pd) CHECK(ibv_dealloc_pd(pd) == 0);
   CHECK(ibv_resize_cq(NULL, 1) == EINVAL);
   CHECK(ibv_attach_mcast(NULL, NULL, 0) == EOPNOTSUPP);

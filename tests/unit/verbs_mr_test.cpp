@@ -199,5 +199,71 @@ TEST(VerbsMr, DeregistrationWaitsOutAProgressPassUsingTheMemory) {
   EXPECT_EQ(testing::writes_after_destroy(w, w.fake(*qp), mr->rkey(), 0, [&] { mr.reset(); }), 0);
 }
 
+// ibv_rereg_mr: the keys stay and take the new rights, PD and translation; a refused change
+// leaves the MR as it was.
+TEST(VerbsMr, ReregKeepsTheKeysAndAppliesNewAccessPdAndTranslation) {
+  FakeWorld w;
+  std::vector<uint8_t> first(4096), second(1024);
+  auto mr = std::move(w.pd->reg_mr(first.data(), first.size(), 0x10000, kAll).value());
+  const uint32_t lkey = mr->lkey(), rkey = mr->rkey();
+
+  ASSERT_EQ(mr->rereg(*w.pd, first.data(), first.size(), 0x10000, kAccessLocalWrite), 0);
+  EXPECT_EQ(mr->lkey(), lkey);
+  EXPECT_EQ(mr->rkey(), rkey);
+  EXPECT_EQ(mr->access(), kAccessLocalWrite);
+  EXPECT_EQ(w.pd->remote(rkey, 0x10000, 8, kAccessRemoteWrite, 0).error(), KeyError::kAccessDenied);
+  EXPECT_TRUE(w.pd->local(lkey, 0x10000, 8, kAccessLocalWrite).ok());
+
+  ASSERT_EQ(mr->rereg(*w.pd, second.data(), second.size(), 0x20000, kAll), 0);
+  EXPECT_EQ(mr->addr(), second.data());
+  EXPECT_EQ(mr->length(), second.size());
+  EXPECT_EQ(mr->iova(), 0x20000u);
+  EXPECT_EQ(w.pd->local(lkey, 0x10000, 8, 0).error(), KeyError::kOutOfBounds);
+  auto p = w.pd->remote(rkey, 0x20010, 8, kAccessRemoteWrite, 0);
+  ASSERT_TRUE(p.ok());
+  EXPECT_EQ(*p, second.data() + 0x10);
+  EXPECT_EQ(w.pd->local(lkey, 0x20000, 1025, 0).error(), KeyError::kOutOfBounds);
+
+  auto other = std::move(w.ctx->alloc_pd().value());
+  EXPECT_EQ(w.pd->users(), 1u);
+  ASSERT_EQ(mr->rereg(*other, second.data(), second.size(), 0x20000, kAll), 0);
+  EXPECT_EQ(&mr->pd(), other.get());
+  EXPECT_EQ(w.pd->users(), 0u);
+  EXPECT_EQ(other->users(), 1u);
+  EXPECT_EQ(w.pd->local(lkey, 0x20000, 8, 0).error(), KeyError::kWrongPd);
+  EXPECT_TRUE(other->local(lkey, 0x20000, 8, 0).ok());
+
+  // Refused: rights reg_mr refuses, a zero length; the MR keeps what it had.
+  EXPECT_EQ(mr->rereg(*other, second.data(), second.size(), 0x20000, kAccessRemoteWrite), EINVAL);
+  EXPECT_EQ(mr->rereg(*other, second.data(), 0, 0x20000, kAll), EINVAL);
+  EXPECT_EQ(mr->rereg(*other, second.data(), second.size(), 0x20000, 1u << 9), EINVAL);
+  EXPECT_EQ(mr->access(), kAll);
+  EXPECT_EQ(mr->length(), second.size());
+  EXPECT_TRUE(other->remote(rkey, 0x20000, 8, kAccessRemoteWrite, 0).ok());
+  mr.reset();
+  EXPECT_EQ(other->users(), 0u);
+}
+
+TEST(VerbsMr, ReregIsEinvalForAPdOfAnotherContextAndEbusyWhileAWindowIsBound) {
+  FakeWorld w;
+  std::vector<uint8_t> buf(4096);
+  auto mr = std::move(
+      w.pd->reg_mr(buf.data(), buf.size(), 0x10000, kAll | transport::kAccessMwBind).value());
+  auto other_ctx = std::move(w.device->open().value());
+  auto foreign_pd = std::move(other_ctx->alloc_pd().value());
+  EXPECT_EQ(mr->rereg(*foreign_pd, buf.data(), buf.size(), 0x10000, kAll), EINVAL);
+  EXPECT_EQ(&mr->pd(), w.pd.get());
+
+  auto mw = std::move(w.pd->alloc_mw(MwType::kType2).value());
+  const uint32_t window_key = next_window_key(mw->rkey());
+  ASSERT_EQ(
+      w.pd->bind_mw({mw->rkey(), window_key, mr->lkey(), 0x10000, 64, kAccessRemoteRead}, 0x40),
+      WcStatus::kSuccess);
+  EXPECT_EQ(mr->rereg(*w.pd, buf.data(), buf.size(), 0x10000, kAccessLocalWrite), EBUSY);
+  EXPECT_EQ(mr->access(), kAll | transport::kAccessMwBind);
+  ASSERT_TRUE(w.pd->invalidate(window_key, 0x40, false));
+  EXPECT_EQ(mr->rereg(*w.pd, buf.data(), buf.size(), 0x10000, kAccessLocalWrite), 0);
+}
+
 }  // namespace
 }  // namespace uroce::verbs

@@ -377,5 +377,37 @@ TEST(VerbsQp, QpNumbersAreDistinctAndAvoidTheSpecialQps) {
   EXPECT_EQ(w.pd->create_qp(a).error(), ENOMEM);  // max_qp
 }
 
+// Moving a QP to RESET removes its completions from its CQs (as mlx5 does), others' stay in order.
+TEST(VerbsQp, ResetPurgesTheQpsCompletionsFromBothCqs) {
+  FakeWorld w;
+  auto rcq = std::move(w.ctx->create_cq(16).value());
+  auto qp = w.qp(T::kRc, w.cq.get(), rcq.get());
+  auto other = w.qp(T::kRc, w.cq.get(), rcq.get());
+  drive(*qp, S::kRts);
+  auto push = [](CompletionQueue& cq, uint32_t qpn, uint64_t wr_id) {
+    transport::Completion c;
+    c.qp_num = qpn;
+    c.wr_id = wr_id;
+    ASSERT_TRUE(cq.push(c));
+  };
+  push(*w.cq, qp->qp_num(), 1);
+  push(*w.cq, other->qp_num(), 2);
+  push(*w.cq, qp->qp_num(), 3);
+  push(*w.cq, other->qp_num(), 4);
+  push(*rcq, qp->qp_num(), 5);
+  push(*rcq, other->qp_num(), 6);
+  ASSERT_EQ(qp->modify(good_attr(S::kReset), kQpState), 0);
+  std::vector<transport::Completion> out(8);
+  ASSERT_EQ(w.cq->poll(out), 2u);
+  EXPECT_EQ(out[0].wr_id, 2u);
+  EXPECT_EQ(out[1].wr_id, 4u);
+  ASSERT_EQ(rcq->poll(out), 1u);
+  EXPECT_EQ(out[0].wr_id, 6u);
+  // The ring still works after the purge: a push and poll go through in order.
+  push(*w.cq, other->qp_num(), 7);
+  ASSERT_EQ(w.cq->poll(out), 1u);
+  EXPECT_EQ(out[0].wr_id, 7u);
+}
+
 }  // namespace
 }  // namespace uroce::verbs

@@ -213,14 +213,3 @@ UROCE_IBV_EXPORT int ibv_attach_mcast(ibv_qp*, const ibv_gid*, uint16_t) {
 UROCE_IBV_EXPORT int ibv_detach_mcast(ibv_qp*, const ibv_gid*, uint16_t) {
   return EOPNOTSUPP;
 }
-// rdma-core's convention, not an errno: 0, or a negative ibv_rereg_mr_err_code with errno set.
-// Its argument checks come first (EINVAL); then a provider without rereg answers EOPNOTSUPP with
-// IBV_REREG_MR_ERR_INPUT, which tells the caller the old MR is still valid.
-UROCE_IBV_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd*, void* addr, size_t length,
-                                  int access) {
-  const bool bad_flags = (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) != 0;
-  const bool bad_translation = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) && (!addr || !length);
-  const bool stray_access = access != 0 && !(flags & IBV_REREG_MR_CHANGE_ACCESS);
-  errno = (!mr || bad_flags || bad_translation || stray_access) ? EINVAL : EOPNOTSUPP;
-  return IBV_REREG_MR_ERR_INPUT;
-}

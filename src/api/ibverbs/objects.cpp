@@ -746,6 +746,40 @@ UROCE_IBV_EXPORT ibv_mr* ibv_reg_mr(ibv_pd* pd, void* addr, size_t length, int a
                           static_cast<unsigned>(access));
 }
 
+// rdma-core's convention, not an errno: 0, or a negative ibv_rereg_mr_err_code with errno set.
+// Its argument checks come first (IBV_REREG_MR_ERR_INPUT, EINVAL); a change the device refuses is
+// IBV_REREG_MR_ERR_CMD with the errno, as a provider's failed command is. uroce changes nothing on
+// a failure, so the old MR stays valid either way. The keys stay (verbs::MemoryRegion::rereg).
+UROCE_IBV_EXPORT int ibv_rereg_mr(ibv_mr* mr, int flags, ibv_pd* pd, void* addr, size_t length,
+                                  int access) {
+  const bool bad_flags = (flags & ~IBV_REREG_MR_FLAGS_SUPPORTED) != 0;
+  const bool new_translation = (flags & IBV_REREG_MR_CHANGE_TRANSLATION) != 0;
+  const bool new_pd = (flags & IBV_REREG_MR_CHANGE_PD) != 0;
+  const bool new_access = (flags & IBV_REREG_MR_CHANGE_ACCESS) != 0;
+  if (!mr || bad_flags || (new_translation && (!addr || !length)) || (access && !new_access) ||
+      (new_pd && !pd)) {
+    errno = EINVAL;
+    return IBV_REREG_MR_ERR_INPUT;
+  }
+  Mr* m = from(mr);
+  ibv_pd* target_pd = new_pd ? pd : mr->pd;
+  void* target_addr = new_translation ? addr : m->impl->addr();
+  size_t target_length = new_translation ? length : m->impl->length();
+  uint64_t target_iova = new_translation ? reinterpret_cast<uintptr_t>(addr) : m->impl->iova();
+  uint32_t target_access =
+      new_access ? static_cast<unsigned>(access) & ~unsigned{IBV_ACCESS_OPTIONAL_RANGE}
+                 : m->impl->access();
+  if (int rc = m->impl->rereg(*from(target_pd)->impl, target_addr, target_length, target_iova,
+                              target_access)) {
+    errno = rc;
+    return IBV_REREG_MR_ERR_CMD;
+  }
+  mr->pd = target_pd;
+  mr->addr = target_addr;
+  mr->length = target_length;
+  return 0;
+}
+
 UROCE_IBV_EXPORT ibv_mr* ibv_reg_mr_iova(ibv_pd* pd, void* addr, size_t length, uint64_t iova,
                                          int access) {
   return ibv_reg_mr_iova2(pd, addr, length, iova, static_cast<unsigned>(access));
