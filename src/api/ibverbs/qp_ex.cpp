@@ -242,8 +242,11 @@ void close_region(WrBatch& b) {
 // Converts the batch; 0 or the first request's error.
 int convert_batch(const ibv_qp& qp, WrBatch& b) {
   const size_t n = b.pending.size();
+  size_t sge_total = 0;
+  for (const PendingWr& p : b.pending) sge_total += p.has_inline ? 1 : p.sge_count;
   b.transport_wrs.assign(n, t::SendWr{});
-  b.transport_sges.resize(n * t::kMaxSge);
+  b.transport_sges.resize(sge_total);
+  size_t next_sge = 0;
   for (size_t i = 0; i < n; ++i) {
     PendingWr& p = b.pending[i];
     ibv_sge inline_sge{};
@@ -259,9 +262,10 @@ int convert_batch(const ibv_qp& qp, WrBatch& b) {
       p.wr.sg_list = p.sge_count ? b.sges.data() + p.sge_first : nullptr;
       p.wr.num_sge = static_cast<int>(p.sge_count);
     }
-    if (int err = convert_send_wr(qp, p.wr, &b.transport_sges[i * t::kMaxSge], &b.transport_wrs[i]))
-      return err;
-    // convert_send_wr copied the SGEs; inline_sge may go.
+    // convert_send_wr copies the SGEs (so inline_sge may go) into this request's share.
+    int err = convert_send_wr(qp, p.wr, b.transport_sges.data() + next_sge, &b.transport_wrs[i]);
+    if (err) return err;
+    next_sge += static_cast<size_t>(p.wr.num_sge);
   }
   return 0;
 }
