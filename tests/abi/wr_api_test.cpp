@@ -266,13 +266,15 @@ TEST_F(WrApi, AbortDiscardsTheBatch) {
   EXPECT_TRUE(stays_empty(a.cq));
 }
 
-// Each bad batch starts with a good request; complete fails and posts none of them.
+// Each bad batch starts with a good RDMA WRITE; complete fails and posts none of them: the
+// write's bytes never land and its completion never comes.
 TEST_F(WrApi, CompleteReportsTheFirstErrorAndPostsNothing) {
+  std::memcpy(a.buf.data() + 3000, "must not land", 13);
   auto good_send = [&] {
     a.qpx->wr_id = 50;
     a.qpx->wr_flags = IBV_SEND_SIGNALED;
-    ibv_wr_send(a.qpx);
-    ibv_wr_set_sge(a.qpx, a.mr->lkey, a.addr(0), 8);
+    ibv_wr_rdma_write(a.qpx, b.mr->rkey, b.addr(3500));
+    ibv_wr_set_sge(a.qpx, a.mr->lkey, a.addr(3000), 13);
   };
   ibv_qp_attr attr{};
   ibv_qp_init_attr init{};
@@ -319,15 +321,20 @@ TEST_F(WrApi, CompleteReportsTheFirstErrorAndPostsNothing) {
   EXPECT_TRUE(stays_empty(a.cq));
   EXPECT_TRUE(stays_empty(b.cq));
 
-  // The QP is unharmed: a good batch goes through.
+  // The QP is unharmed: a good batch goes through, and its completion is the first one (RC
+  // completes in order, so a write posted by a failed batch would have come before it).
   ASSERT_NO_FATAL_FAILURE(post_recv(b, 0, 64, 500));
   ibv_wr_start(a.qpx);
-  good_send();
+  a.qpx->wr_id = 51;
+  ibv_wr_send(a.qpx);
+  ibv_wr_set_sge(a.qpx, a.mr->lkey, a.addr(0), 8);
   ASSERT_EQ(ibv_wr_complete(a.qpx), 0);
-  expect_send_completion(50, IBV_WC_SEND);
+  expect_send_completion(51, IBV_WC_SEND);
   ibv_wc wc{};
   ASSERT_TRUE(poll_one(b.cq, &wc));
   EXPECT_EQ(wc.wr_id, 500u);
+  EXPECT_EQ(b.buf[3500], 0);
+  EXPECT_TRUE(stays_empty(a.cq));
 }
 
 TEST(WrApiStates, CompleteBeforeRtsIsEinval) {
