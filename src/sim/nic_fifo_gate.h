@@ -24,6 +24,9 @@ class NicFifoGate final : public transport::TransportQp {
         line_rate_bps_(line_rate_bps) {}
 
   int post_send(const transport::SendWr& wr) override { return inner_->post_send(wr); }
+  int post_send_all(std::span<const transport::SendWr> wrs) override {
+    return inner_->post_send_all(wrs);
+  }
   int post_recv(const transport::RecvWr& wr) override { return inner_->post_recv(wr); }
   void configure(const transport::QpConfig& config) override { inner_->configure(config); }
   void set_state(transport::QpState s) override { inner_->set_state(s); }

@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/check.h"
 #include "transport/completer.h"
 #include "transport/congestion.h"
 #include "transport/qp_context.h"
@@ -45,6 +46,19 @@ class QpImpl final : public TransportQp {
     const int rc = requester_.post(wr);
     settle();
     return rc;
+  }
+
+  int post_send_all(std::span<const SendWr> wrs) override {
+    for (const SendWr& wr : wrs) {
+      if (int err = requester_.check(wr)) return err;
+    }
+    if (wrs.size() > requester_.room()) return ENOMEM;
+    for (const SendWr& wr : wrs) {
+      const int rc = requester_.post(wr);
+      UROCE_CHECK(rc == 0);
+    }
+    settle();
+    return 0;
   }
 
   int post_recv(const RecvWr& wr) override {

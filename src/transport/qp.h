@@ -9,6 +9,7 @@
 // thread per device).
 #include <cstdint>
 #include <memory>
+#include <span>
 
 #include "cc/pacer.h"
 #include "common/psn.h"
@@ -113,6 +114,9 @@ class TransportQp {
   // 0, or ENOMEM when the queue is full, EINVAL for a malformed request (too many SGEs, inline
   // too long, opcode not valid for the QP type), matching ibv_post_send/ibv_post_recv.
   virtual int post_send(const SendWr& wr) = 0;
+  // All or nothing (the ibv_wr_* API's ibv_wr_complete): the first error post_send would give
+  // for any of `wrs`, ENOMEM if they do not all fit, and then nothing is queued.
+  virtual int post_send_all(std::span<const SendWr> wrs) = 0;
   virtual int post_recv(const RecvWr& wr) = 0;
 
   virtual void configure(const QpConfig& config) = 0;

@@ -57,7 +57,7 @@ Completion send_completion(const QpContext& ctx, const SendWqe& w, WcStatus stat
   return c;
 }
 
-int Requester::post(const SendWr& wr) {
+int Requester::check(const SendWr& wr) const {
   if (ctx_.state == QpState::kReset) return EINVAL;
   if (wr.sg_list.size() > ctx_.caps.max_send_sge) return EINVAL;
   if (!opcode_allowed(ctx_.type, wr.opcode)) return EINVAL;
@@ -76,8 +76,15 @@ int Requester::post(const SendWr& wr) {
   // BIND_MW and LOCAL_INV move no data: no gather list.
   const bool local = wr.opcode == WrOpcode::kBindMw || wr.opcode == WrOpcode::kLocalInvalidate;
   if (local && (!wr.sg_list.empty() || is_inline)) return EINVAL;
-  if (ctx_.sq.full()) return ENOMEM;
+  return 0;
+}
 
+int Requester::post(const SendWr& wr) {
+  if (int err = check(wr)) return err;
+  if (ctx_.sq.full()) return ENOMEM;
+  uint64_t length = 0;
+  for (const Sge& s : wr.sg_list) length += s.length;
+  const bool is_inline = (wr.flags & kSendInline) != 0;
   const uint64_t pos = ctx_.sq.tail();
   SendWqe& w = ctx_.sq.push();
   w.wr_id = wr.wr_id;

@@ -14,6 +14,11 @@ class Requester {
 
   // ibv_post_send: validates and queues (or, in ERR, completes with WR_FLUSH_ERR).
   int post(const SendWr& wr);
+  // What post() would answer about `wr` itself, without queuing it: 0 or EINVAL (the queue's
+  // room is the caller's to check).
+  int check(const SendWr& wr) const;
+  // Free send queue slots.
+  size_t room() const { return ctx_.sq.capacity() - (ctx_.sq.tail() - ctx_.sq.head()); }
   // Forgets all sending progress (QP reset).
   void reset() {
     cur_ = ctx_.sq.head();

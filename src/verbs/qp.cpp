@@ -371,6 +371,16 @@ int QueuePair::post_send(std::span<const transport::SendWr> wrs, size_t* bad) {
   return 0;
 }
 
+int QueuePair::post_send_all(std::span<const transport::SendWr> wrs) {
+  std::shared_lock quiesce(dev_.quiesce_);
+  Guard guard(*this);
+  QpState s = tqp_->state();
+  if (s == QpState::kReset || s == QpState::kInit || s == QpState::kRtr) return EINVAL;
+  int err = tqp_->post_send_all(wrs);
+  check_fatal_locked();
+  return err;
+}
+
 int QueuePair::post_recv(const transport::RecvWr& wr) {
   if (init_.srq) return EINVAL;  // receives go to the SRQ
   std::shared_lock quiesce(dev_.quiesce_);

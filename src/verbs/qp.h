@@ -58,6 +58,9 @@ class QueuePair {
   int post_send(const transport::SendWr& wr);
   // A list: stops at the first failure and reports its index in *bad (as ibv's bad_wr).
   int post_send(std::span<const transport::SendWr> wrs, size_t* bad = nullptr);
+  // All or nothing, under one hold of the lock (ibv_wr_complete): the error post_send would give
+  // the first bad request, or ENOMEM if they do not all fit, and then none is queued.
+  int post_send_all(std::span<const transport::SendWr> wrs);
   // ibv_post_recv: EINVAL in RESET or on a QP with an SRQ, ENOMEM when full.
   int post_recv(const transport::RecvWr& wr);
   int post_recv(std::span<const transport::RecvWr> wrs, size_t* bad = nullptr);

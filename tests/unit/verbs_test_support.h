@@ -126,6 +126,16 @@ class FakeTransportQp : public transport::TransportQp {
                   transport::CompletionSink& rcq)
       : qpn_(qpn), caps_(caps), memory_(memory), scq_(scq), rcq_(rcq) {}
 
+  int post_send_all(std::span<const transport::SendWr> wrs) override {
+    for (const transport::SendWr& wr : wrs) {
+      if (wr.sg_list.size() > caps_.max_send_sge) return EINVAL;
+    }
+    if (state_ != transport::QpState::kErr && sends.size() + wrs.size() > caps_.max_send_wr) {
+      return ENOMEM;
+    }
+    for (const transport::SendWr& wr : wrs) post_send(wr);
+    return 0;
+  }
   int post_send(const transport::SendWr& wr) override {
     if (wr.sg_list.size() > caps_.max_send_sge) return EINVAL;
     if (state_ == transport::QpState::kErr) {

@@ -137,8 +137,12 @@ void ContextState::destroy_all() {
       case Kind::kCq:
         ibv_destroy_cq(cq_of(static_cast<Cq*>(abi)));
         break;
+      case Kind::kParentDomain:
       case Kind::kPd:
         ibv_dealloc_pd(&static_cast<Pd*>(abi)->pd);
+        break;
+      case Kind::kTd:
+        dealloc_td(static_cast<ibv_td*>(abi));
         break;
       case Kind::kChannel:
         ibv_destroy_comp_channel(&static_cast<CompChannel*>(abi)->channel);

@@ -34,8 +34,9 @@ class ContextState {
   // Every object made on this context, by the verbs object it wraps: to turn verbs objects named
   // by events back into ibv_* objects, and to destroy what a program leaves behind when it closes
   // the context (the kernel does that for a hardware NIC; perftest relies on it).
-  // In destruction order.
-  enum class Kind : uint8_t { kQp, kAh, kSrq, kMw, kMr, kDm, kCq, kPd, kChannel };
+  // Destruction order: a parent domain before the PD it contains, a thread domain after the
+  // parent domains that name it.
+  enum class Kind : uint8_t { kQp, kAh, kSrq, kMw, kMr, kDm, kCq, kParentDomain, kPd, kTd, kChannel };
   void add(const void* impl, void* abi_object, Kind kind);
   void remove(const void* impl);
   void* lookup(const void* impl) const;

@@ -282,62 +282,6 @@ int req_notify_cq(ibv_cq* cq, int solicited_only) {
   return from(cq)->impl->req_notify(solicited_only != 0);
 }
 
-// Builds the transport's form of one ibv_send_wr. `sges` must outlive the use of `out`.
-int convert_send_wr(const ibv_send_wr& wr, t::Sge* sges, t::SendWr* out) {
-  if (wr.num_sge < 0 || wr.num_sge > static_cast<int>(t::kMaxSge)) return EINVAL;
-  if (wr.num_sge > 0 && !wr.sg_list) return EINVAL;
-  if (static_cast<unsigned>(wr.opcode) > IBV_WR_SEND_WITH_INV) return EINVAL;
-  for (int i = 0; i < wr.num_sge; ++i) {
-    sges[i] = {wr.sg_list[i].addr, wr.sg_list[i].length, wr.sg_list[i].lkey};
-  }
-  t::SendWr& w = *out;
-  w.wr_id = wr.wr_id;
-  w.opcode = static_cast<t::WrOpcode>(wr.opcode);
-  w.flags = wr.send_flags;
-  w.sg_list = {sges, static_cast<size_t>(wr.num_sge)};
-  switch (wr.opcode) {
-    case IBV_WR_SEND_WITH_IMM:
-    case IBV_WR_RDMA_WRITE_WITH_IMM:
-      w.imm = ntohl(wr.imm_data);
-      break;
-    case IBV_WR_SEND_WITH_INV:
-    case IBV_WR_LOCAL_INV:
-      w.invalidate_rkey = wr.invalidate_rkey;
-      break;
-    case IBV_WR_BIND_MW: {
-      if (!wr.bind_mw.mw) return EINVAL;
-      const ibv_mw_bind_info& b = wr.bind_mw.bind_info;
-      // Local write means nothing for a window, whose rights are remote ones; rdma-core's devices
-      // accept it (pyverbs passes it), so it is dropped here rather than failing the bind.
-      const uint32_t rights = b.mw_access_flags & ~uint32_t{IBV_ACCESS_LOCAL_WRITE};
-      // No MR is an unbind (length 0); the window names itself by its current key's index.
-      w.bind = {
-          wr.bind_mw.mw->rkey, wr.bind_mw.rkey, b.mr ? b.mr->lkey : 0u, b.addr, b.length, rights};
-      break;
-    }
-    default:
-      break;
-  }
-  switch (wr.opcode) {
-    case IBV_WR_RDMA_WRITE:
-    case IBV_WR_RDMA_WRITE_WITH_IMM:
-    case IBV_WR_RDMA_READ:
-      w.remote_addr = wr.wr.rdma.remote_addr;
-      w.rkey = wr.wr.rdma.rkey;
-      break;
-    case IBV_WR_ATOMIC_CMP_AND_SWP:
-    case IBV_WR_ATOMIC_FETCH_AND_ADD:
-      w.remote_addr = wr.wr.atomic.remote_addr;
-      w.rkey = wr.wr.atomic.rkey;
-      w.compare_add = wr.wr.atomic.compare_add;
-      w.swap = wr.wr.atomic.swap;
-      break;
-    default:
-      break;
-  }
-  return 0;
-}
-
 int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   Qp* q = from(qp);
   int rc = 0;
@@ -345,16 +289,7 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
   for (; cur; cur = cur->next) {
     t::Sge sges[t::kMaxSge];
     t::SendWr w;
-    rc = convert_send_wr(*cur, sges, &w);
-    if (rc == 0 && qp->qp_type == IBV_QPT_UD) {
-      if (!cur->wr.ud.ah) {
-        rc = EINVAL;
-      } else {
-        w.ah = &from(cur->wr.ud.ah)->impl->av();
-        w.remote_qpn = cur->wr.ud.remote_qpn;
-        w.remote_qkey = cur->wr.ud.remote_qkey;
-      }
-    }
+    rc = convert_send_wr(*qp, *cur, sges, &w);
     if (rc == 0) rc = q->impl->post_send(w);
     if (rc != 0) break;
   }
@@ -520,9 +455,18 @@ uint8_t read_dlid_path_bits(ibv_cq_ex*) {
 ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
   if (!attr) return fail<ibv_cq_ex>(EINVAL);
   // The standard completion fields only: timestamps, VLAN, flow tags and tag matching are not
-  // produced by uroce, nor are CQs bound to a PD or allowed to overrun.
+  // produced by uroce, nor are CQs allowed to overrun. A CQ may name a parent domain.
   if (attr->wc_flags & ~uint64_t{IBV_WC_STANDARD_FLAGS}) return fail<ibv_cq_ex>(EOPNOTSUPP);
-  if (attr->comp_mask & ~uint32_t{IBV_CQ_INIT_ATTR_MASK_FLAGS}) return fail<ibv_cq_ex>(EOPNOTSUPP);
+  constexpr uint32_t kSupportedMask = IBV_CQ_INIT_ATTR_MASK_FLAGS | IBV_CQ_INIT_ATTR_MASK_PD;
+  if (attr->comp_mask & ~kSupportedMask) return fail<ibv_cq_ex>(EOPNOTSUPP);
+  ibv_pd* parent_domain = nullptr;
+  if (attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_PD) {
+    // As rdma-core's providers: it must be a parent domain of this context.
+    parent_domain = attr->parent_domain;
+    if (!parent_domain || !is_parent_domain(parent_domain) || parent_domain->context != context) {
+      return fail<ibv_cq_ex>(EINVAL);
+    }
+  }
   if ((attr->comp_mask & IBV_CQ_INIT_ATTR_MASK_FLAGS) &&
       (attr->flags & ~uint32_t{IBV_CREATE_CQ_ATTR_SINGLE_THREADED})) {
     return fail<ibv_cq_ex>(EOPNOTSUPP);
@@ -531,6 +475,10 @@ ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
   Cq* c = create_cq_common(context, static_cast<int>(attr->cqe), attr->cq_context, attr->channel,
                            static_cast<int>(attr->comp_vector));
   if (!c) return nullptr;
+  if (parent_domain) {
+    c->parent_domain = parent_domain;
+    retain_pd(parent_domain);
+  }
   ibv_cq_ex& ex = c->ex;
   ex.comp_mask = 0;
   ex.start_poll = start_poll;
@@ -551,13 +499,17 @@ ibv_cq_ex* create_cq_ex(ibv_context* context, ibv_cq_init_attr_ex* attr) {
 
 ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   if (!attr) return fail<ibv_qp>(EINVAL);
-  // Only what ibv_create_qp offers, plus the PD through the extended struct and create flags
-  // when there are none (programs set the mask with 0); send_ops_flags (the ibv_wr_* API) and
-  // the rest are not supported.
-  constexpr uint32_t kSupportedMask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS;
+  // What ibv_create_qp offers, plus the PD through the extended struct, create flags when there
+  // are none (programs set the mask with 0) and send_ops_flags (the ibv_wr_* API, qp_ex.cpp).
+  constexpr uint32_t kSupportedMask =
+      IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
   if (attr->comp_mask & ~kSupportedMask) return fail<ibv_qp>(EOPNOTSUPP);
   if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags != 0) {
     return fail<ibv_qp>(EOPNOTSUPP);
+  }
+  const bool wr_api = (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0;
+  if (wr_api) {
+    if (int err = check_send_ops(attr->qp_type, attr->send_ops_flags)) return fail<ibv_qp>(err);
   }
   if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) return fail<ibv_qp>(EINVAL);
   if (attr->pd->context != context) return fail<ibv_qp>(EINVAL);
@@ -570,7 +522,17 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   basic.qp_type = attr->qp_type;
   basic.sq_sig_all = attr->sq_sig_all;
   ibv_qp* qp = create_qp_common(attr->pd, &basic);
-  if (qp) attr->cap = basic.cap;
+  if (!qp) return nullptr;
+  if (wr_api) {
+    // A parent domain with a thread domain: the caller serializes, as with rdma-core's
+    // providers (ibv_wr_post(3), CONCURRENCY).
+    const bool serialize = thread_domain_of(attr->pd) == nullptr;
+    if (int err = attach_wr_batch(from(qp), attr->send_ops_flags, serialize)) {
+      ibv_destroy_qp(qp);
+      return fail<ibv_qp>(err);
+    }
+  }
+  attr->cap = basic.cap;
   return qp;
 }
 
@@ -595,6 +557,7 @@ ibv_mw* alloc_mw(ibv_pd* pd, ibv_mw_type type) {
   m->mw.rkey = m->impl->rkey();
   m->mw.handle = m->impl->rkey();
   m->mw.type = type;
+  retain_pd(pd);
   state_of(pd->context)->add(m->impl, m, ContextState::Kind::kMw);
   return &m->mw;
 }
@@ -603,6 +566,7 @@ int dealloc_mw(ibv_mw* mw) {
   if (!mw) return EINVAL;
   Mw* m = from(mw);
   state_of(mw->context)->remove(m->impl);
+  release_pd(mw->pd);
   delete m->impl;  // synchronous, as ibv_dereg_mr
   delete m;
   return 0;
@@ -627,6 +591,69 @@ int bind_mw(ibv_qp* qp, ibv_mw* mw, ibv_mw_bind* mw_bind) {
 
 }  // namespace
 
+// ---- Send work requests, shared by ibv_post_send and ibv_wr_complete ---------------------------
+
+int convert_send_wr(const ibv_qp& qp, const ibv_send_wr& wr, t::Sge* sges, t::SendWr* out) {
+  if (wr.num_sge < 0 || wr.num_sge > static_cast<int>(t::kMaxSge)) return EINVAL;
+  if (wr.num_sge > 0 && !wr.sg_list) return EINVAL;
+  if (static_cast<unsigned>(wr.opcode) > IBV_WR_SEND_WITH_INV) return EINVAL;
+  for (int i = 0; i < wr.num_sge; ++i) {
+    sges[i] = {wr.sg_list[i].addr, wr.sg_list[i].length, wr.sg_list[i].lkey};
+  }
+  t::SendWr& w = *out;
+  w.wr_id = wr.wr_id;
+  w.opcode = static_cast<t::WrOpcode>(wr.opcode);
+  w.flags = wr.send_flags;
+  w.sg_list = {sges, static_cast<size_t>(wr.num_sge)};
+  switch (wr.opcode) {
+    case IBV_WR_SEND_WITH_IMM:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+      w.imm = ntohl(wr.imm_data);
+      break;
+    case IBV_WR_SEND_WITH_INV:
+    case IBV_WR_LOCAL_INV:
+      w.invalidate_rkey = wr.invalidate_rkey;
+      break;
+    case IBV_WR_BIND_MW: {
+      if (!wr.bind_mw.mw) return EINVAL;
+      const ibv_mw_bind_info& b = wr.bind_mw.bind_info;
+      // Local write means nothing for a window, whose rights are remote ones; rdma-core's devices
+      // accept it (pyverbs passes it), so it is dropped here rather than failing the bind.
+      const uint32_t rights = b.mw_access_flags & ~uint32_t{IBV_ACCESS_LOCAL_WRITE};
+      // No MR is an unbind (length 0); the window names itself by its current key's index.
+      w.bind = {
+          wr.bind_mw.mw->rkey, wr.bind_mw.rkey, b.mr ? b.mr->lkey : 0u, b.addr, b.length, rights};
+      break;
+    }
+    default:
+      break;
+  }
+  switch (wr.opcode) {
+    case IBV_WR_RDMA_WRITE:
+    case IBV_WR_RDMA_WRITE_WITH_IMM:
+    case IBV_WR_RDMA_READ:
+      w.remote_addr = wr.wr.rdma.remote_addr;
+      w.rkey = wr.wr.rdma.rkey;
+      break;
+    case IBV_WR_ATOMIC_CMP_AND_SWP:
+    case IBV_WR_ATOMIC_FETCH_AND_ADD:
+      w.remote_addr = wr.wr.atomic.remote_addr;
+      w.rkey = wr.wr.atomic.rkey;
+      w.compare_add = wr.wr.atomic.compare_add;
+      w.swap = wr.wr.atomic.swap;
+      break;
+    default:
+      break;
+  }
+  if (qp.qp_type == IBV_QPT_UD) {
+    if (!wr.wr.ud.ah) return EINVAL;
+    w.ah = &from(wr.wr.ud.ah)->impl->av();
+    w.remote_qpn = wr.wr.ud.remote_qpn;
+    w.remote_qkey = wr.wr.ud.remote_qkey;
+  }
+  return 0;
+}
+
 void install_ops(verbs_context* vctx) {
   ibv_context_ops& ops = vctx->context.ops;
   ops.alloc_mw = alloc_mw;
@@ -642,6 +669,7 @@ void install_ops(verbs_context* vctx) {
   vctx->create_qp_ex = create_qp_ex;
   vctx->create_cq_ex = create_cq_ex;
   install_memory_ops(vctx);
+  install_domain_ops(vctx);
 }
 
 namespace {
@@ -684,6 +712,7 @@ ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr) {
   qp.events_completed = 0;
   // Like a provider, report the capacities actually granted.
   attr->cap = to_ibv(q->impl->init_attr().cap);
+  retain_pd(pd);
   state_of(pd->context)->add(q->impl, q, ContextState::Kind::kQp);
   return &qp;
 }
@@ -712,7 +741,8 @@ UROCE_IBV_EXPORT ibv_pd* ibv_alloc_pd(ibv_context* context) {
 UROCE_IBV_EXPORT int ibv_dealloc_pd(ibv_pd* pd) {
   if (!pd) return EINVAL;
   Pd* p = from(pd);
-  if (p->impl->users() != 0) return EBUSY;
+  if (p->parent_domain) return dealloc_parent_domain(p);
+  if (p->impl->users() != 0 || p->abi_users.load() != 0) return EBUSY;
   state_of(pd->context)->remove(p->impl);
   delete p->impl;
   delete p;
@@ -737,6 +767,7 @@ UROCE_IBV_EXPORT ibv_mr* ibv_reg_mr_iova2(ibv_pd* pd, void* addr, size_t length,
   m->mr.handle = m->impl->lkey();
   m->mr.lkey = m->impl->lkey();
   m->mr.rkey = m->impl->rkey();
+  retain_pd(pd);
   state_of(pd->context)->add(m->impl, m, ContextState::Kind::kMr);
   return &m->mr;
 }
@@ -790,6 +821,7 @@ UROCE_IBV_EXPORT int ibv_dereg_mr(ibv_mr* mr) {
   Mr* m = from(mr);
   if (m->impl->windows_bound() != 0) return EBUSY;  // ibv_dereg_mr(3)
   state_of(mr->context)->remove(m->impl);
+  release_pd(mr->pd);
   delete m->impl;  // synchronous: no access through its keys after this (verbs/mr.h)
   delete m;
   return 0;
@@ -808,6 +840,7 @@ UROCE_IBV_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
   Cq* c = from(cq);
   if (c->impl->users() != 0) return EBUSY;
   state_of(cq->context)->remove(c->impl);
+  if (c->parent_domain) release_pd(c->parent_domain);
   if (cq->channel) {
     pthread_mutex_lock(&cq->context->mutex);
     --cq->channel->refcnt;
@@ -866,15 +899,20 @@ UROCE_IBV_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   Qp* q = from(qp);
   state_of(qp->context)->remove(q->impl);
   delete q->impl;
+  detach_wr_batch(q);
+  release_pd(qp->pd);
   pthread_cond_destroy(&qp->cond);
   pthread_mutex_destroy(&qp->mutex);
   delete q;
   return 0;
 }
 
-// The ibv_wr_* API needs a QP created with send_ops_flags, which create_qp_ex refuses.
-UROCE_IBV_EXPORT ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp*) {
-  return fail<ibv_qp_ex>(EOPNOTSUPP);
+// As rdma-core: the extended QP of one created with send_ops_flags (ibv_create_qp_ex), else
+// null (errno untouched).
+UROCE_IBV_EXPORT ibv_qp_ex* ibv_qp_to_qp_ex(ibv_qp* qp) {
+  if (!qp) return nullptr;
+  Qp* q = from(qp);
+  return q->batch ? &q->ex : nullptr;
 }
 
 // Data placement order is not promised (a retransmitted packet may rewrite bytes already
@@ -906,6 +944,7 @@ UROCE_IBV_EXPORT ibv_srq* ibv_create_srq(ibv_pd* pd, ibv_srq_init_attr* attr) {
   v::SrqAttr got = s->impl->query();
   attr->attr.max_wr = got.max_wr;
   attr->attr.max_sge = got.max_sge;
+  retain_pd(pd);
   state_of(pd->context)->add(s->impl, s, ContextState::Kind::kSrq);
   return &s->srq;
 }
@@ -930,6 +969,7 @@ UROCE_IBV_EXPORT int ibv_destroy_srq(ibv_srq* srq) {
   Srq* s = from(srq);
   if (s->impl->users() != 0) return EBUSY;
   state_of(srq->context)->remove(s->impl);
+  release_pd(srq->pd);
   delete s->impl;
   pthread_cond_destroy(&srq->cond);
   pthread_mutex_destroy(&srq->mutex);
@@ -949,6 +989,7 @@ UROCE_IBV_EXPORT ibv_ah* ibv_create_ah(ibv_pd* pd, ibv_ah_attr* attr) {
   a->ah.context = pd->context;
   a->ah.pd = pd;
   a->ah.handle = 0;
+  retain_pd(pd);
   state_of(pd->context)->add(a->impl, a, ContextState::Kind::kAh);
   return &a->ah;
 }
@@ -957,6 +998,7 @@ UROCE_IBV_EXPORT int ibv_destroy_ah(ibv_ah* ah) {
   if (!ah) return EINVAL;
   Ah* a = from(ah);
   state_of(ah->context)->remove(a->impl);
+  release_pd(ah->pd);
   delete a->impl;
   delete a;
   return 0;

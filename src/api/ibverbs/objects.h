@@ -2,6 +2,7 @@
 // The wrappers behind ibv_pd, ibv_mr, ibv_cq, ibv_qp, ibv_srq and ibv_ah: the public structure
 // first (programs read its fields: qp_num, lkey, rkey, ...), then the verbs object it stands for.
 // The ABI layer owns each verbs object through the raw pointer and deletes it on destroy.
+#include <atomic>
 #include <type_traits>
 
 #include "api/ibverbs/abi.h"
@@ -12,10 +13,18 @@
 namespace uroce::abi {
 
 class Runtime;
+struct ParentDomain;  // parent_domain.cpp
+struct WrBatch;       // qp_ex.cpp
 
 struct Pd {
   ibv_pd pd;
+  // A parent domain shares the verbs PD of the PD it contains: objects made through either are
+  // in the same protection domain.
   verbs::ProtectionDomain* impl;
+  ParentDomain* parent_domain;  // null for a PD from ibv_alloc_pd
+  // ABI objects that name this ibv_pd and keep it from ibv_dealloc_pd (EBUSY): parent domains
+  // containing it, and objects created through it when it is a parent domain (retain_pd).
+  std::atomic<uint32_t> abi_users;
 };
 struct Mr {
   ibv_mr mr;
@@ -31,11 +40,13 @@ struct Cq {
   Runtime* runtime;
   transport::Completion current;  // the ibv_start_poll / ibv_next_poll entry being read
   uint8_t grh_sl;                 // wc.sl of a receive with a GRH area (objects.cpp, to_ibv)
+  ibv_pd* parent_domain;          // IBV_CQ_INIT_ATTR_MASK_PD, retained; else null
 };
 struct Qp {
   ibv_qp_ex ex;  // qp_base first: ibv_qp* <-> Qp*
   verbs::QueuePair* impl;
   Runtime* runtime;
+  WrBatch* batch;  // the ibv_wr_* state, for QPs created with send_ops_flags; else null
 };
 struct Srq {
   ibv_srq srq;
@@ -77,5 +88,32 @@ inline ibv_cq* cq_of(Cq* c) {
 inline ibv_qp* qp_of(Qp* q) {
   return &q->ex.qp_base;
 }
+
+// objects.cpp: the transport's form of one ibv_send_wr on `qp` (UD addressing included); the
+// one conversion ibv_post_send and ibv_wr_complete share. `sges` (transport::kMaxSge entries)
+// must outlive the use of `out`. 0 or EINVAL.
+int convert_send_wr(const ibv_qp& qp, const ibv_send_wr& wr, transport::Sge* sges,
+                    transport::SendWr* out);
+
+// qp_ex.cpp: the ibv_wr_* API.
+// EOPNOTSUPP unless every operation in `send_ops_flags` is one uroce does on `type`.
+int check_send_ops(ibv_qp_type type, uint64_t send_ops_flags);
+// Installs the builders `send_ops_flags` asks for and the setters on q->ex, and the batch they
+// fill. `serialize`: ibv_wr_start .. ibv_wr_complete holds a per-QP lock (no thread domain).
+int attach_wr_batch(Qp* q, uint64_t send_ops_flags, bool serialize);
+void detach_wr_batch(Qp* q);
+
+// parent_domain.cpp: thread and parent domains.
+void install_domain_ops(verbs_context* vctx);
+bool is_parent_domain(ibv_pd* pd);
+// The thread domain of a parent domain, or null (no TD, or a plain PD).
+ibv_td* thread_domain_of(ibv_pd* pd);
+// An object was created through / destroyed from `pd` (counts only for parent domains).
+void retain_pd(ibv_pd* pd);
+void release_pd(ibv_pd* pd);
+// ibv_dealloc_pd of a parent domain: EBUSY while objects use it.
+int dealloc_parent_domain(Pd* p);
+// ibv_dealloc_td (verbs_context op): EBUSY while a parent domain names it.
+int dealloc_td(ibv_td* td);
 
 }  // namespace uroce::abi
