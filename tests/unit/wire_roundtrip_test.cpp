@@ -215,7 +215,8 @@ TEST(WireRoundTrip, EveryOpcodeEveryPadBothIpVersions) {
       }
     }
   }
-  EXPECT_EQ(packets, 2 * (32 * 8 + 6 * 1));  // 32 opcodes carry payload, 6 do not
+  EXPECT_EQ(packets,
+            2 * ((32 + 18) * 8 + (6 + 5) * 1));  // RC/UC/UD: 32 with payload, 6 without; XRC 18, 5
 }
 
 TEST(WireRoundTrip, EthernetFramesWithAndWithoutVlan) {
