@@ -19,7 +19,7 @@ void Completer::reset() {
 }
 
 void Completer::on_sent(Nanos now) {
-  if (ctx_.type != QpType::kRc) return;
+  if (!ctx_.reliable()) return;
   if (ctx_.selective_repeat()) sr_.on_sent(ctx_.max_psn, now, ack_timeout_ns(ctx_.config.timeout));
   if (ack_deadline_ != kNever) return;
   ack_deadline_ = add_saturating(now, ack_timeout_ns(ctx_.config.timeout));
@@ -150,7 +150,7 @@ void Completer::progress(Nanos now) {
 
 void Completer::receive(const wire::TransportHeaders& h, std::span<const uint8_t> payload,
                         Nanos now) {
-  if (ctx_.type != QpType::kRc || (ctx_.state != QpState::kRts && ctx_.state != QpState::kSqd)) {
+  if (!ctx_.reliable() || (ctx_.state != QpState::kRts && ctx_.state != QpState::kSqd)) {
     ++ctx_.counters.rx_dropped;
     return;
   }

@@ -62,7 +62,10 @@ class QpImpl final : public TransportQp {
   }
 
   int post_recv(const RecvWr& wr) override {
-    if (ctx_.srq != nullptr) return EINVAL;  // receives go to the SRQ (ibv_post_srq_recv)
+    // Receives go to the SRQ (ibv_post_srq_recv); an XRC initiator receives nothing and a target
+    // takes its receives from the SRQ each request names.
+    if (ctx_.srq != nullptr || ctx_.type == QpType::kXrcSend || ctx_.type == QpType::kXrcRecv)
+      return EINVAL;
     if (ctx_.state == QpState::kReset) return EINVAL;
     if (ctx_.state == QpState::kErr) {
       if (wr.sg_list.size() > ctx_.caps.max_recv_sge) return EINVAL;
@@ -130,10 +133,19 @@ class QpImpl final : public TransportQp {
       return;
     }
     if (packet.ce) congestion_.on_ce(now);
-    if (info.is_request())
+    if (info.is_request()) {
+      if (ctx_.type == QpType::kXrcSend) {
+        ++ctx_.counters.rx_dropped;  // an initiator has no responder (annex A14)
+        return;
+      }
       responder_.receive(packet, now);
-    else
+    } else {
+      if (ctx_.type == QpType::kXrcRecv) {
+        ++ctx_.counters.rx_dropped;  // a target has no requester
+        return;
+      }
       completer_.receive(h, packet.payload, now);
+    }
     settle();
   }
 
@@ -175,6 +187,7 @@ class QpImpl final : public TransportQp {
   uint32_t qpn() const override { return ctx_.qpn; }
   const QpCounters& counters() const override { return ctx_.counters; }
   cc::Pacer& pacer() override { return ctx_.pacer; }
+  void set_xrc_srqs(XrcSrqDirectory* srqs) override { ctx_.xrc_srqs = srqs; }
 
  private:
   bool service_matches(const wire::OpcodeInfo& info) const {
@@ -185,6 +198,9 @@ class QpImpl final : public TransportQp {
         return info.service == wire::Service::kUc;
       case QpType::kUd:
         return info.service == wire::Service::kUd;
+      case QpType::kXrcSend:
+      case QpType::kXrcRecv:
+        return info.service == wire::Service::kXrc;
     }
     return false;
   }
@@ -224,7 +240,7 @@ class QpImpl final : public TransportQp {
       c.qp_num = ctx_.qpn;
       ctx_.push_recv(c);
     };
-    if (auto w = responder_.take_current_recv()) flush_recv(*w);
+    responder_.flush_current_recv();
     if (ctx_.srq == nullptr) ctx_.own_rq.drain(flush_recv);
     ctx_.error_pending = false;  // CQ overruns while flushing change nothing more
   }

@@ -14,11 +14,15 @@
 #include "cc/pacer.h"
 #include "common/psn.h"
 #include "transport/congestion.h"
+#include "transport/recv_queue.h"
 #include "transport/types.h"
 
 namespace uroce::transport {
 
-enum class QpType : uint8_t { kRc = 2, kUc = 3, kUd = 4 };                     // == ibv_qp_type
+// == ibv_qp_type. XRC (IBA annex A14) is RC split in two: an initiator (kXrcSend) sends requests,
+// each naming the XRC SRQ it is for; a target (kXrcRecv) answers them, taking receive WQEs from
+// that SRQ and memory keys from its PD.
+enum class QpType : uint8_t { kRc = 2, kUc = 3, kUd = 4, kXrcSend = 9, kXrcRecv = 10 };
 enum class QpState : uint8_t { kReset, kInit, kRtr, kRts, kSqd, kSqe, kErr };  // == ibv_qp_state
 
 // Fixed at creation; every queue is bounded by these.
@@ -98,10 +102,27 @@ struct QpCounters {
   // Selective repeat: times the requester went back N because holes came denser than it can
   // repair one per round trip (transport/README.md).
   uint64_t sr_go_backs = 0;
+  // XRC target: requests whose XRCETH named no XRC SRQ of the QP's XRC domain (NAKed).
+  uint64_t xrc_bad_srqn = 0;
 };
 
-// A shared receive queue (or a QP's own RQ): bounded, FIFO.
-class RecvQueue;
+// An XRC SRQ as an XRC target QP reaches it through an XRCETH: its receive WQEs, the CQ its
+// receive completions go to, and the memory of its PD (annex A14: the SRQ, not the QP, has the
+// PD). Implemented by the verbs layer, which serialises pop() with the SRQ's posts.
+class XrcSrq {
+ public:
+  virtual ~XrcSrq() = default;
+  virtual std::optional<RecvWqe> pop() = 0;
+  virtual CompletionSink& cq() = 0;
+  virtual MemoryAccess& memory() = 0;
+};
+// The XRC SRQs of the XRC domain a target QP belongs to. find() returns null for a number that
+// names no SRQ of that domain (no SRQ at all, or one of another domain).
+class XrcSrqDirectory {
+ public:
+  virtual ~XrcSrqDirectory() = default;
+  virtual XrcSrq* find(uint32_t srqn) = 0;
+};
 
 class TransportQp {
  public:
@@ -135,6 +156,9 @@ class TransportQp {
   virtual uint32_t qpn() const = 0;
   virtual const QpCounters& counters() const = 0;
   virtual cc::Pacer& pacer() = 0;
+  // XRC target QPs: where XRCETH SRQ numbers are looked up; set once, before the QP receives.
+  // Without one every XRC request is answered with NAK Remote Access Error.
+  virtual void set_xrc_srqs(XrcSrqDirectory* srqs) { (void)srqs; }
 };
 
 }  // namespace uroce::transport

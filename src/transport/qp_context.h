@@ -80,11 +80,17 @@ struct QpContext {
   // once the engine returns (so the error completion goes out before the flushes).
   bool error_pending = false;
 
+  XrcSrqDirectory* xrc_srqs = nullptr;  // XRC target QPs only
+
   RecvQueue& rq() { return srq ? *srq : own_rq; }
+  // RC and both halves of XRC: acknowledged, retried, in order (XRC is RC with an XRCETH).
+  bool reliable() const {
+    return type == QpType::kRc || type == QpType::kXrcSend || type == QpType::kXrcRecv;
+  }
   uint32_t mtu() const { return config.path_mtu_bytes; }
   uint32_t in_flight() const { return static_cast<uint32_t>(next_psn.distance_from(una)); }
   bool selective_repeat() const {
-    return type == QpType::kRc && config.loss_recovery == LossRecovery::kSelectiveRepeat;
+    return reliable() && config.loss_recovery == LossRecovery::kSelectiveRepeat;
   }
   uint8_t* inline_slot(uint64_t pos) {
     return inline_buf.data() + static_cast<size_t>(sq.slot(pos)) * caps.max_inline_data;

@@ -14,7 +14,10 @@ namespace {
 bool opcode_allowed(QpType type, WrOpcode op) {
   switch (type) {
     case QpType::kRc:
+    case QpType::kXrcSend:
       return true;
+    case QpType::kXrcRecv:  // a target only answers (annex A14)
+      return false;
     case QpType::kUc:  // IBA table 38: UC has SEND and RDMA WRITE, and binds windows locally
       return op == WrOpcode::kSend || op == WrOpcode::kSendWithImm || op == WrOpcode::kRdmaWrite ||
              op == WrOpcode::kRdmaWriteWithImm || op == WrOpcode::kBindMw ||
@@ -100,6 +103,7 @@ int Requester::post(const SendWr& wr) {
   if (wr.ah != nullptr) w.ah = *wr.ah;
   w.remote_qpn = wr.remote_qpn;
   w.remote_qkey = wr.remote_qkey;
+  w.remote_srqn = wr.remote_srqn & 0xffffff;
   w.num_sge = static_cast<uint32_t>(wr.sg_list.size());
   std::copy(wr.sg_list.begin(), wr.sg_list.end(), w.sge.begin());
   w.length = length;
@@ -216,7 +220,7 @@ Requester::Gate Requester::gate(Nanos now, Next& next, Nanos* when) const {
   }
   next = describe(w, pkt_);
   const uint32_t in_flight = ctx_.in_flight();
-  if (ctx_.type == QpType::kRc) {
+  if (ctx_.reliable()) {
     uint32_t window = std::clamp<uint32_t>(ctx_.config.max_psn_window, 1, kMaxPsnWindow);
     // Every packet in flight must fit the peer's reorder buffer, or it would be dropped there
     // and cost a timeout instead of a NAK.
@@ -322,7 +326,7 @@ bool Requester::start(SendWqe& w) {
 }
 
 bool Requester::per_packet_write(const SendWqe& w) const {
-  return w.opcode == WrOpcode::kRdmaWrite && ctx_.type == QpType::kRc &&
+  return w.opcode == WrOpcode::kRdmaWrite && ctx_.reliable() &&
          ctx_.config.write_segments == WriteSegments::kPerPacket;
 }
 
@@ -364,15 +368,20 @@ uint8_t Requester::opcode_for(const SendWqe& w, bool first, bool last) const {
                      : op::kRcWriteMiddle;
       break;
     case WrOpcode::kRdmaRead:
-      return op::kRcReadRequest;
+      code = op::kRcReadRequest;
+      break;
     case WrOpcode::kAtomicCompareSwap:
-      return op::kRcCompareSwap;
+      code = op::kRcCompareSwap;
+      break;
     case WrOpcode::kAtomicFetchAdd:
-      return op::kRcFetchAdd;
+      code = op::kRcFetchAdd;
+      break;
     default:
       UROCE_CHECK(false);
   }
-  return ctx_.type == QpType::kUc ? static_cast<uint8_t>(code | op::kUcBase) : code;
+  if (ctx_.type == QpType::kUc) return static_cast<uint8_t>(code | op::kUcBase);
+  if (ctx_.type == QpType::kXrcSend) return static_cast<uint8_t>(code | op::kXrcBase);
+  return code;
 }
 
 void Requester::fill_headers(const SendWqe& w, uint32_t pkt, Psn psn, const Next& next,
@@ -386,9 +395,10 @@ void Requester::fill_headers(const SendWqe& w, uint32_t pkt, Psn psn, const Next
   h.bth.pad_count = wire::pad_for(next.payload_len);
   h.bth.solicited = last && (w.flags & kSendSolicited) != 0;
   // AckReq on the last packet of every message and periodically inside long ones (IBA 9.7.2).
-  h.bth.ack_req = ctx_.type == QpType::kRc && (last || (pkt + 1) % kAckReqEveryPackets == 0);
+  h.bth.ack_req = ctx_.reliable() && (last || (pkt + 1) % kAckReqEveryPackets == 0);
   h.imm = w.imm;
   h.ieth_rkey = w.invalidate_rkey;
+  h.xrc_srqn = w.remote_srqn;
   if (w.is_read()) {
     // A READ restarted mid-way asks only for the rest (IBA 9.7.4.1.2).
     h.reth.va = w.remote_addr + next.payload_offset;
@@ -503,13 +513,13 @@ bool Requester::build(Nanos now, TxPacket& out) {
   if (ctx_.next_psn.before(ctx_.max_psn)) count_retransmission(next);
   ctx_.next_psn += static_cast<int32_t>(next.psns);
   if (ctx_.max_psn.before(ctx_.next_psn)) ctx_.max_psn = ctx_.next_psn;
-  if (ctx_.type != QpType::kRc) ctx_.una = ctx_.next_psn;  // nothing is acknowledged
+  if (!ctx_.reliable()) ctx_.una = ctx_.next_psn;  // nothing is acknowledged
   ctx_.pacer.on_sent(now, next.payload_len);
 
   pkt_ += next.psns;
   if (pkt_ >= w.npsn) {
     // Unreliable services complete a send WQE once its last packet is out (IBA 9.8.3, 9.9.3).
-    w.state = ctx_.type == QpType::kRc ? WqeState::kSent : WqeState::kDone;
+    w.state = ctx_.reliable() ? WqeState::kSent : WqeState::kDone;
     ++cur_;
     pkt_ = 0;
   }

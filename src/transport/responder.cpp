@@ -24,6 +24,8 @@ void Responder::reset() {
   recv_offset_ = write_va_ = write_left_ = write_total_ = 0;
   write_rkey_ = 0;
   uc_dropping_ = false;
+  cur_srq_ = nullptr;
+  msg_srqn_ = 0;
   reorder_.clear();
   resources_.reset(ctx_.config.max_dest_rd_atomic);
   responses_.clear();
@@ -37,10 +39,18 @@ void Responder::configure() {
   resources_.resize(ctx_.config.max_dest_rd_atomic);
 }
 
-std::optional<RecvWqe> Responder::take_current_recv() {
-  std::optional<RecvWqe> w;
-  w.swap(recv_);
-  return w;
+void Responder::flush_current_recv() {
+  if (!recv_) return;
+  cur_srq_ = nullptr;
+  if (ctx_.type == QpType::kXrcRecv) {
+    cur_srq_ = find_xrc_srq(msg_srqn_);
+    if (cur_srq_ == nullptr) {  // the SRQ is gone, and its CQ with it
+      recv_.reset();
+      return;
+    }
+  }
+  complete_recv(WcStatus::kWrFlushErr, WcOpcode::kRecv, 0, 0, 0);
+  cur_srq_ = nullptr;
 }
 
 // ---- Receive ---------------------------------------------------------------------------------
@@ -54,7 +64,11 @@ void Responder::receive(const RxPacket& pkt, Nanos now) {
   started_ = true;
   switch (ctx_.type) {
     case QpType::kRc:
+    case QpType::kXrcRecv:
       receive_rc(pkt, now);
+      return;
+    case QpType::kXrcSend:
+      ++ctx_.counters.rx_dropped;
       return;
     case QpType::kUc:
       receive_uc(pkt);
@@ -103,10 +117,31 @@ void Responder::receive_rc(const RxPacket& pkt, Nanos now) {
 bool Responder::apply(const wire::TransportHeaders& h, std::span<const uint8_t> payload) {
   const wire::OpcodeInfo& info = wire::opcode_info(h.bth.opcode);
   Verdict v = check_op_sequence(info);
+  cur_srq_ = nullptr;
+  if (v == Verdict::kAccepted && ctx_.type == QpType::kXrcRecv) v = resolve_xrc_srq(h, info);
   if (v == Verdict::kAccepted) v = check_length(info, payload.size());
   if (v == Verdict::kAccepted) v = execute(h, info, payload);
   finish(v, h, info);
+  cur_srq_ = nullptr;
   return v == Verdict::kAccepted || v == Verdict::kResponded;
+}
+
+Responder::Verdict Responder::resolve_xrc_srq(const wire::TransportHeaders& h,
+                                              const wire::OpcodeInfo& info) {
+  // Annex A14: the XRCETH must name an XRC SRQ of the target QP's XRC domain; otherwise the
+  // request is answered with NAK Remote Access Error (class C: the target QP enters ERR).
+  cur_srq_ = find_xrc_srq(h.xrc_srqn);
+  if (cur_srq_ == nullptr) {
+    ++ctx_.counters.xrc_bad_srqn;
+    return Verdict::kAccess;
+  }
+  // Every packet of a message names the SRQ its first one did (its receive WQE is from there).
+  if (!info.starts_message() && in_msg_ != InMessage::kNone && h.xrc_srqn != msg_srqn_) {
+    cur_srq_ = nullptr;
+    return Verdict::kInvalid;
+  }
+  if (info.starts_message()) msg_srqn_ = h.xrc_srqn;
+  return Verdict::kAccepted;
 }
 
 // ---- Selective repeat: the reorder buffer ------------------------------------------------------
@@ -238,7 +273,7 @@ Responder::Verdict Responder::on_send(const wire::TransportHeaders& h, const wir
                                       std::span<const uint8_t> payload) {
   if (info.starts_message()) {
     // A UC message abandoned after a gap leaves its WQE here for the next one (IBA 9.8.4).
-    if (!recv_) recv_ = ctx_.rq().pop();
+    if (!recv_) recv_ = pop_recv();
     if (!recv_) return Verdict::kRnr;
     recv_offset_ = 0;
     in_msg_ = InMessage::kSend;
@@ -248,7 +283,7 @@ Responder::Verdict Responder::on_send(const wire::TransportHeaders& h, const wir
     complete_recv(WcStatus::kLocLenErr, WcOpcode::kRecv, 0, 0, 0);
     return Verdict::kInvalid;
   }
-  if (!scatter(ctx_.memory, recv_->sge.data(), recv_->num_sge, recv_offset_, payload)) {
+  if (!scatter(mem(), recv_->sge.data(), recv_->num_sge, recv_offset_, payload)) {
     complete_recv(WcStatus::kLocProtErr, WcOpcode::kRecv, 0, 0, 0);
     return Verdict::kOperational;
   }
@@ -258,7 +293,7 @@ Responder::Verdict Responder::on_send(const wire::TransportHeaders& h, const wir
   if (info.has(wire::kImmDt)) flags |= kWcWithImm, value = h.imm;
   if (info.has(wire::kIeth)) {
     // SEND with Invalidate (IBA 9.4.1.1, 10.6.7): invalidate the named key before completing.
-    if (!ctx_.memory.invalidate(h.ieth_rkey, ctx_.qpn, /*remote=*/true)) {
+    if (!mem().invalidate(h.ieth_rkey, ctx_.qpn, /*remote=*/true)) {
       complete_recv(WcStatus::kLocProtErr, WcOpcode::kRecv, 0, 0, 0);
       return Verdict::kInvalid;
     }
@@ -282,7 +317,7 @@ Responder::Verdict Responder::on_write(const wire::TransportHeaders& h,
     const bool placed_whole =
         info.ends_message() && !info.has(wire::kImmDt) && payload.size() == len;
     if (len > 0 && !placed_whole &&
-        !ctx_.memory.remote(h.reth.rkey, h.reth.va, len, kAccessRemoteWrite, ctx_.qpn).ok())
+        !mem().remote(h.reth.rkey, h.reth.va, len, kAccessRemoteWrite, ctx_.qpn).ok())
       return Verdict::kAccess;
     write_va_ = h.reth.va;
     write_rkey_ = h.reth.rkey;
@@ -293,12 +328,12 @@ Responder::Verdict Responder::on_write(const wire::TransportHeaders& h,
   const bool imm = info.has(wire::kImmDt);
   if (info.ends_message() && imm && !recv_) {
     // Take the receive WQE before placing data so an RNR retry repeats nothing.
-    recv_ = ctx_.rq().pop();
+    recv_ = pop_recv();
     if (!recv_) return Verdict::kRnr;
   }
   if (!payload.empty()) {
-    auto dst = ctx_.memory.remote(write_rkey_, write_va_, static_cast<uint32_t>(payload.size()),
-                                  kAccessRemoteWrite, ctx_.qpn);
+    auto dst = mem().remote(write_rkey_, write_va_, static_cast<uint32_t>(payload.size()),
+                            kAccessRemoteWrite, ctx_.qpn);
     if (!dst.ok()) return Verdict::kAccess;
     std::memcpy(*dst, payload.data(), payload.size());
   }
@@ -316,7 +351,7 @@ Responder::Verdict Responder::on_read(const wire::TransportHeaders& h) {
   if (!remote_ok(kAccessRemoteRead)) return Verdict::kAccess;
   const uint32_t len = h.reth.dma_length;
   if (len > kMaxMessageBytes) return Verdict::kInvalid;
-  if (len > 0 && !ctx_.memory.remote(h.reth.rkey, h.reth.va, len, kAccessRemoteRead, ctx_.qpn).ok())
+  if (len > 0 && !mem().remote(h.reth.rkey, h.reth.va, len, kAccessRemoteRead, ctx_.qpn).ok())
     return Verdict::kAccess;
   // More READ/atomics in progress than max_dest_rd_atomic (IBA 9.7.7.2.1): Invalid Request.
   Resource* r = resources_.take(ctx_.counters.responses_dropped);
@@ -330,6 +365,7 @@ Responder::Verdict Responder::on_read(const wire::TransportHeaders& h) {
   r->rkey = h.reth.rkey;
   r->length = len;
   r->sent = 0;
+  r->xrc_srqn = h.xrc_srqn;
   // The READ uses one PSN per response packet (IBA 9.7.4.1.2).
   epsn_ += static_cast<int32_t>(r->npsn);
   queue_resource_response(*r, r->first_psn);
@@ -340,7 +376,7 @@ Responder::Verdict Responder::on_atomic(const wire::TransportHeaders& h,
                                         const wire::OpcodeInfo& info) {
   if (!remote_ok(kAccessRemoteAtomic)) return Verdict::kAccess;
   if (h.atomic.va % 8 != 0) return Verdict::kInvalid;  // IBA 9.4.5: 8-byte aligned only
-  auto p = ctx_.memory.remote(h.atomic.rkey, h.atomic.va, 8, kAccessRemoteAtomic, ctx_.qpn);
+  auto p = mem().remote(h.atomic.rkey, h.atomic.va, 8, kAccessRemoteAtomic, ctx_.qpn);
   if (!p.ok()) return Verdict::kAccess;
   if (reinterpret_cast<uintptr_t>(*p) % alignof(uint64_t) != 0) return Verdict::kOperational;
   Resource* r = resources_.take(ctx_.counters.responses_dropped);
@@ -421,11 +457,14 @@ void Responder::on_duplicate(const wire::TransportHeaders& h) {
       const uint32_t len = h.reth.dma_length;
       const uint32_t npsn = packets_for(len, ctx_.mtu());
       Resource* r = resources_.find_read(psn, npsn);
+      XrcSrq* srq = ctx_.type == QpType::kXrcRecv ? find_xrc_srq(h.xrc_srqn) : nullptr;
+      MemoryAccess* memory =
+          ctx_.type == QpType::kXrcRecv ? (srq ? &srq->memory() : nullptr) : &ctx_.memory;
       // No resource: older than the last max_dest_rd_atomic READ/atomics, so the requester (which
       // keeps at most that many outstanding) already has its data; or not a READ we answered.
-      if (r == nullptr || !remote_ok(kAccessRemoteRead) ||
+      if (r == nullptr || memory == nullptr || !remote_ok(kAccessRemoteRead) ||
           (len > 0 &&
-           !ctx_.memory.remote(h.reth.rkey, h.reth.va, len, kAccessRemoteRead, ctx_.qpn).ok())) {
+           !memory->remote(h.reth.rkey, h.reth.va, len, kAccessRemoteRead, ctx_.qpn).ok())) {
         ++ctx_.counters.rx_dropped;
         return;
       }
@@ -434,6 +473,7 @@ void Responder::on_duplicate(const wire::TransportHeaders& h) {
       r->va = h.reth.va;
       r->rkey = h.reth.rkey;
       r->length = len;
+      r->xrc_srqn = h.xrc_srqn;
       r->sent = 0;  // a reply in progress restarts from the duplicate's first PSN
       if (!r->queued) queue_resource_response(*r, psn);
       return;
@@ -535,7 +575,11 @@ void Responder::complete_recv(WcStatus status, WcOpcode opcode, uint32_t byte_le
   c.src_qp = src_qp;
   c.wc_flags = flags;
   recv_.reset();
-  ctx_.push_recv(c);
+  if (cur_srq_ != nullptr) {
+    if (!cur_srq_->cq().push(c)) ctx_.error_pending = true;  // the SRQ's CQ overran
+  } else {
+    ctx_.push_recv(c);
+  }
   // A failed receive WQE takes a connected QP to ERR (IBA 10.8.3.3); UD just reports it.
   if (status != WcStatus::kSuccess && ctx_.type != QpType::kUd) ctx_.error_pending = true;
 }
@@ -587,18 +631,20 @@ bool Responder::build(Nanos now, TxPacket& out) {
   wire::TransportHeaders h;
   h.bth.pkey = ctx_.config.pkey;
   h.bth.dest_qp = ctx_.config.dest_qpn;
+  // An XRC target answers with the XRC forms of the RC responses (annex A14).
+  const uint8_t service = ctx_.type == QpType::kXrcRecv ? wire::op::kXrcBase : 0;
   out.payload_parts = 0;
   out.payload_len = 0;
   switch (r.kind) {
     case Response::Kind::kAck:
-      h.bth.opcode = wire::op::kRcAck;
+      h.bth.opcode = static_cast<uint8_t>(service | wire::op::kRcAck);
       h.bth.psn = r.psn;
       h.aeth = r.aeth;
       responses_.pop();
       break;
     case Response::Kind::kAtomic: {
       Resource& res = resources_.at(r.resource);
-      h.bth.opcode = wire::op::kRcAtomicAck;
+      h.bth.opcode = static_cast<uint8_t>(service | wire::op::kRcAtomicAck);
       h.bth.psn = res.first_psn;
       h.aeth = wire::Aeth::ack(res.msn);
       h.atomic_ack.original = res.original;
@@ -614,7 +660,12 @@ bool Responder::build(Nanos now, TxPacket& out) {
       const uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(mtu, res.length - offset));
       if (!ctx_.pacer.may_send(now, len, 0)) return false;
       if (len > 0) {
-        auto src = ctx_.memory.remote(res.rkey, res.va + offset, len, kAccessRemoteRead, ctx_.qpn);
+        XrcSrq* srq = ctx_.type == QpType::kXrcRecv ? find_xrc_srq(res.xrc_srqn) : nullptr;
+        MemoryAccess* memory =
+            ctx_.type == QpType::kXrcRecv ? (srq ? &srq->memory() : nullptr) : &ctx_.memory;
+        auto src = memory
+                       ? memory->remote(res.rkey, res.va + offset, len, kAccessRemoteRead, ctx_.qpn)
+                       : Result<uint8_t*, KeyError>(Err(KeyError::kNoSuchKey));
         if (!src.ok()) {
           // Deregistered since the request was checked: abandon; the requester times out.
           ++ctx_.counters.responses_dropped;
@@ -628,10 +679,10 @@ bool Responder::build(Nanos now, TxPacket& out) {
       }
       const bool first = res.sent == 0, last = res.sent + 1 == res.reply_npsn;
       namespace op = wire::op;
-      h.bth.opcode = first && last ? op::kRcReadResponseOnly
-                     : first       ? op::kRcReadResponseFirst
-                     : last        ? op::kRcReadResponseLast
-                                   : op::kRcReadResponseMiddle;
+      h.bth.opcode = static_cast<uint8_t>(service | (first && last ? op::kRcReadResponseOnly
+                                                     : first       ? op::kRcReadResponseFirst
+                                                     : last        ? op::kRcReadResponseLast
+                                                                   : op::kRcReadResponseMiddle));
       h.bth.psn = res.reply_psn + static_cast<int32_t>(res.sent);
       h.bth.pad_count = wire::pad_for(len);
       h.aeth = wire::Aeth::ack(res.msn);

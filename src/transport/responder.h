@@ -25,8 +25,9 @@ class Responder {
   // `now` if a response may go now, the pacer's time if it is paced, kNever if none is queued.
   Nanos ready_at(Nanos now) const;
   bool build(Nanos now, TxPacket& out);
-  // The receive WQE a message was being placed into, if any (flushed first on ERR).
-  std::optional<RecvWqe> take_current_recv();
+  // Completes the receive WQE a message was being placed into, if any, with WR_FLUSH_ERR, on the
+  // CQ it belongs to (the QP's, or an XRC SRQ's). The QP's move to ERR flushes it first.
+  void flush_current_recv();
 
   Psn expected_psn() const { return epsn_; }
   uint32_t msn() const { return msn_; }
@@ -65,6 +66,7 @@ class Responder {
   bool stale(const Response& r) const;
   Verdict check_op_sequence(const wire::OpcodeInfo& info) const;
   Verdict check_length(const wire::OpcodeInfo& info, size_t payload) const;
+  Verdict resolve_xrc_srq(const wire::TransportHeaders& h, const wire::OpcodeInfo& info);
   Verdict execute(const wire::TransportHeaders& h, const wire::OpcodeInfo& info,
                   std::span<const uint8_t> payload);
   Verdict on_send(const wire::TransportHeaders& h, const wire::OpcodeInfo& info,
@@ -81,6 +83,14 @@ class Responder {
   void queue_ack(Psn psn);
   void queue_nak(Psn psn, wire::Aeth aeth);
   bool remote_ok(uint32_t qp_access) const { return (ctx_.config.qp_access_flags & qp_access); }
+  // XRC target: the SRQ an XRCETH names in this QP's XRC domain, or null.
+  XrcSrq* find_xrc_srq(uint32_t srqn) const {
+    return ctx_.xrc_srqs ? ctx_.xrc_srqs->find(srqn) : nullptr;
+  }
+  // Memory and receive WQEs of the packet being applied: an XRC target's come from the SRQ its
+  // XRCETH names (cur_srq_), everything else's from the QP.
+  MemoryAccess& mem() const { return cur_srq_ ? cur_srq_->memory() : ctx_.memory; }
+  std::optional<RecvWqe> pop_recv() { return cur_srq_ ? cur_srq_->pop() : ctx_.rq().pop(); }
 
   QpContext& ctx_;
   bool started_ = false;  // a request was received since reset: keep epsn on configure()
@@ -95,7 +105,9 @@ class Responder {
   uint32_t write_rkey_ = 0;
   uint64_t write_left_ = 0;  // bytes the current WRITE may still place
   uint64_t write_total_ = 0;
-  bool uc_dropping_ = false;  // UC: the rest of a broken message is discarded (IBA 9.8.4)
+  bool uc_dropping_ = false;   // UC: the rest of a broken message is discarded (IBA 9.8.4)
+  XrcSrq* cur_srq_ = nullptr;  // XRC target: the SRQ of the packet being applied
+  uint32_t msg_srqn_ = 0;      // XRC target: the SRQ the message in progress belongs to
 
   ResponderResources resources_;
   ReorderBuffer reorder_;  // selective repeat only

@@ -29,7 +29,8 @@ class ResponderResources {
     uint64_t va = 0;
     uint32_t rkey = 0;
     uint32_t length = 0;
-    uint32_t sent = 0;  // READ response packets sent so far
+    uint32_t sent = 0;      // READ response packets sent so far
+    uint32_t xrc_srqn = 0;  // XRC target: the SRQ whose PD the READ's R_Key belongs to
   };
 
   // Fresh resources, as on a new QP.

@@ -31,6 +31,7 @@ struct SendWqe {
   MwBindInfo bind{};
   AddressVector ah{};  // UD destination
   uint32_t remote_qpn = 0, remote_qkey = 0;
+  uint32_t remote_srqn = 0;  // XRC initiator
   std::array<Sge, kMaxSge> sge{};
   uint32_t num_sge = 0;
   uint64_t length = 0;

@@ -126,6 +126,8 @@ struct SendWr {
   const AddressVector* ah = nullptr;
   uint32_t remote_qpn = 0;
   uint32_t remote_qkey = 0;
+  // XRC initiator only: the XRC SRQ at the target (ibv_send_wr qp_type.xrc.remote_srqn).
+  uint32_t remote_srqn = 0;
 };
 
 struct RecvWr {

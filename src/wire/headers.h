@@ -84,6 +84,7 @@ struct TransportHeaders {
   uint32_t imm = 0;        // ImmDt as it appears on the wire, read big-endian
   uint32_t ieth_rkey = 0;  // IETH: the R_Key to invalidate
   Deth deth;
+  uint32_t xrc_srqn = 0;  // XRCETH: the XRC SRQ number (24 bits) at the target
 };
 
 }  // namespace uroce::wire

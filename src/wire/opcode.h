@@ -1,5 +1,6 @@
 #pragma once
-// The one opcode table (IBA 9.2 table 38, plus the RoCEv2 CNP of annex A17). Parsing, building
+// The one opcode table (IBA 9.2 table 38 with the XRC opcodes of annex A14, plus the RoCEv2 CNP of
+// annex A17). Parsing, building
 // and validation all read it: which extension headers follow the BTH, whether a payload may follow,
 // and the opcode's place in a message.
 #include <array>
@@ -10,18 +11,21 @@ namespace uroce::wire {
 
 // Extension headers in the order they follow the BTH (IBA 9.2, figure 9): the offset of each is
 // the sum of the sizes of the ones before it that the opcode carries.
+// XRCETH (annex A14: 8 reserved bits, then the 24-bit XRC SRQ number) comes right after the BTH
+// (and where RD/UD would have their RDETH/DETH), before RETH and AtomicETH.
 enum Header : uint16_t {
   kDeth = 1u << 0,
-  kReth = 1u << 1,
-  kAtomicEth = 1u << 2,
-  kAeth = 1u << 3,
-  kAtomicAckEth = 1u << 4,
-  kImmDt = 1u << 5,
-  kIeth = 1u << 6,
-  kCnpReserved = 1u << 7,
+  kXrcEth = 1u << 1,
+  kReth = 1u << 2,
+  kAtomicEth = 1u << 3,
+  kAeth = 1u << 4,
+  kAtomicAckEth = 1u << 5,
+  kImmDt = 1u << 6,
+  kIeth = 1u << 7,
+  kCnpReserved = 1u << 8,
 };
-inline constexpr int kHeaderCount = 8;
-inline constexpr std::array<uint8_t, kHeaderCount> kHeaderBytes = {8, 16, 28, 4, 8, 4, 4, 16};
+inline constexpr int kHeaderCount = 9;
+inline constexpr std::array<uint8_t, kHeaderCount> kHeaderBytes = {8, 4, 16, 28, 4, 8, 4, 4, 16};
 inline constexpr uint32_t kBthBytes = 12;
 inline constexpr uint32_t kIcrcBytes = 4;
 inline constexpr uint16_t kRoceV2Port = 4791;
@@ -39,7 +43,7 @@ constexpr uint32_t headers_bytes(uint16_t present) {
   return n;
 }
 
-enum class Service : uint8_t { kRc, kUc, kUd, kCnp };
+enum class Service : uint8_t { kRc, kUc, kUd, kCnp, kXrc };
 enum class Place : uint8_t { kNone, kFirst, kMiddle, kLast, kOnly };
 enum class Kind : uint8_t {
   kInvalid,
@@ -89,6 +93,9 @@ inline constexpr uint8_t kRcSendFirst = 0x00, kRcSendMiddle = 0x01, kRcSendLast 
                          kRcSendOnlyInv = 0x17;
 // UC: the RC opcode | 0x20 for the SEND and WRITE family.
 inline constexpr uint8_t kUcBase = 0x20;
+// XRC (annex A14, transport 0b101): the RC opcode | 0xa0, for every RC opcode. Requests carry an
+// XRCETH; responses (READ responses, ACK, atomic ACK) do not.
+inline constexpr uint8_t kXrcBase = 0xa0;
 // UD
 inline constexpr uint8_t kUdSendOnly = 0x64, kUdSendOnlyImm = 0x65;
 // RoCEv2 congestion notification packet.
@@ -96,6 +103,33 @@ inline constexpr uint8_t kCnp = 0x81;
 }  // namespace op
 
 namespace detail {
+// IBA table 38's names for the XRC opcodes, indexed by the RC opcode they mirror.
+inline constexpr std::array<std::string_view, op::kRcSendOnlyInv + 1> kXrcNames = {
+    "XRC_SEND_FIRST",
+    "XRC_SEND_MIDDLE",
+    "XRC_SEND_LAST",
+    "XRC_SEND_LAST_WITH_IMMEDIATE",
+    "XRC_SEND_ONLY",
+    "XRC_SEND_ONLY_WITH_IMMEDIATE",
+    "XRC_RDMA_WRITE_FIRST",
+    "XRC_RDMA_WRITE_MIDDLE",
+    "XRC_RDMA_WRITE_LAST",
+    "XRC_RDMA_WRITE_LAST_WITH_IMMEDIATE",
+    "XRC_RDMA_WRITE_ONLY",
+    "XRC_RDMA_WRITE_ONLY_WITH_IMMEDIATE",
+    "XRC_RDMA_READ_REQUEST",
+    "XRC_RDMA_READ_RESPONSE_FIRST",
+    "XRC_RDMA_READ_RESPONSE_MIDDLE",
+    "XRC_RDMA_READ_RESPONSE_LAST",
+    "XRC_RDMA_READ_RESPONSE_ONLY",
+    "XRC_ACKNOWLEDGE",
+    "XRC_ATOMIC_ACKNOWLEDGE",
+    "XRC_CMP_SWAP",
+    "XRC_FETCH_ADD",
+    "",
+    "XRC_SEND_LAST_WITH_INVALIDATE",
+    "XRC_SEND_ONLY_WITH_INVALIDATE",
+};
 constexpr OpcodeInfo make(std::string_view name, Service s, Kind k, Place p, uint16_t h, bool pay) {
   return OpcodeInfo{name, s, k, p, h, pay, headers_bytes(h)};
 }
@@ -155,6 +189,14 @@ constexpr std::array<OpcodeInfo, 256> build_table() {
   t[op::kUdSendOnlyImm] =
       make("UD_SEND_ONLY_WITH_IMMEDIATE", Service::kUd, kSend, kOnly, kDeth | kImmDt, true);
 
+  // XRC: the RC table moved to transport 0b101, with an XRCETH on every request.
+  for (uint8_t rc_op = 0; rc_op <= op::kRcSendOnlyInv; ++rc_op) {
+    const OpcodeInfo& r = t[rc_op];
+    if (!r.valid()) continue;
+    const uint16_t h = r.is_request() ? static_cast<uint16_t>(r.headers | kXrcEth) : r.headers;
+    t[op::kXrcBase | rc_op] = make(kXrcNames[rc_op], Service::kXrc, r.kind, r.place, h, r.payload);
+  }
+
   t[op::kCnp] = make("CNP", Service::kCnp, kCnp, kOnly, kCnpReserved, false);
   return t;
 }
@@ -170,5 +212,9 @@ static_assert(kOpcodeTable[op::kRcWriteOnlyImm].header_bytes == 12 + 16 + 4);
 static_assert(kOpcodeTable[op::kRcAtomicAck].header_bytes == 12 + 4 + 8);
 static_assert(kOpcodeTable[op::kCnp].header_bytes == 12 + 16);
 static_assert(header_offset(kReth | kImmDt, kImmDt) == 12 + 16);
+static_assert(kOpcodeTable[op::kXrcBase | op::kRcWriteOnlyImm].header_bytes == 12 + 4 + 16 + 4);
+static_assert(kOpcodeTable[op::kXrcBase | op::kRcFetchAdd].header_bytes == 12 + 4 + 28);
+static_assert(kOpcodeTable[op::kXrcBase | op::kRcAck].header_bytes == 12 + 4);
+static_assert(header_offset(kXrcEth | kReth, kReth) == 12 + 4);
 
 }  // namespace uroce::wire

@@ -74,6 +74,7 @@ ParseResult<TransportPacket> parse_transport(std::span<const uint8_t> bytes) {
     h.deth.qkey = load_be32(q);
     h.deth.src_qp = load_be24(q + 5);
   }
+  if (hs & kXrcEth) h.xrc_srqn = load_be24(p + header_offset(hs, kXrcEth) + 1);
   if (hs & kReth) {
     const uint8_t* q = p + header_offset(hs, kReth);
     h.reth.va = load_be64(q);
@@ -123,6 +124,7 @@ uint32_t write_transport_headers(const TransportHeaders& h, std::span<uint8_t> o
     store_be32(q, h.deth.qkey);
     store_be24(q + 5, h.deth.src_qp);
   }
+  if (hs & kXrcEth) store_be24(p + header_offset(hs, kXrcEth) + 1, h.xrc_srqn);
   if (hs & kReth) {
     uint8_t* q = p + header_offset(hs, kReth);
     store_be64(q, h.reth.va);

@@ -27,6 +27,7 @@ TransportHeaders sample_headers(uint8_t opcode) {
   h.imm = 0x01020304;
   h.ieth_rkey = 0x99;
   h.deth = {0x11111111, 0xabcdef};
+  h.xrc_srqn = 0xfedcba;
   return h;
 }
 
@@ -81,6 +82,9 @@ void expect_same_headers(const OpcodeInfo& info, const TransportHeaders& h,
   if (info.has(kIeth)) {
     EXPECT_EQ(g.ieth_rkey, h.ieth_rkey);
   }
+  if (info.has(kXrcEth)) {
+    EXPECT_EQ(g.xrc_srqn, h.xrc_srqn);
+  }
   if (info.has(kDeth)) {
     EXPECT_EQ(g.deth.qkey, h.deth.qkey);
     EXPECT_EQ(g.deth.src_qp, h.deth.src_qp);
@@ -94,8 +98,9 @@ TEST(WireOpcodeTable, HeaderSizesAddUp) {
     Header h;
     uint32_t bytes;
   };
-  const Size kSpec[] = {{kDeth, 8},         {kReth, 16}, {kAtomicEth, 28}, {kAeth, 4},
-                        {kAtomicAckEth, 8}, {kImmDt, 4}, {kIeth, 4},       {kCnpReserved, 16}};
+  const Size kSpec[] = {{kDeth, 8},       {kXrcEth, 4}, {kReth, 16},
+                        {kAtomicEth, 28}, {kAeth, 4},   {kAtomicAckEth, 8},
+                        {kImmDt, 4},      {kIeth, 4},   {kCnpReserved, 16}};
   int valid = 0;
   for (int code = 0; code < 256; ++code) {
     const OpcodeInfo& info = opcode_info(static_cast<uint8_t>(code));
@@ -133,6 +138,19 @@ TEST(WireOpcodeTable, HeaderSizesAddUp) {
       case Service::kCnp:
         EXPECT_EQ(info.name, "CNP");
         break;
+      case Service::kXrc:
+        EXPECT_EQ(info.name.substr(0, 4), "XRC_");
+        break;
+    }
+    // XRC opcodes mirror every RC one, 0xa0 higher (annex A14); requests add the XRCETH.
+    if (info.service == Service::kXrc) {
+      const OpcodeInfo& rc = opcode_info(static_cast<uint8_t>(code - op::kXrcBase));
+      EXPECT_EQ(rc.service, Service::kRc);
+      EXPECT_EQ(rc.headers | (rc.is_request() ? kXrcEth : 0), info.headers);
+      EXPECT_EQ(rc.kind, info.kind);
+      EXPECT_EQ(rc.place, info.place);
+      EXPECT_EQ(rc.payload, info.payload);
+      EXPECT_EQ(info.name.substr(4), rc.name.substr(3));
     }
     // UC opcodes mirror the RC SEND/WRITE ones, 0x20 higher (IBA 9.2, table 38).
     if (info.service == Service::kUc) {
@@ -143,7 +161,7 @@ TEST(WireOpcodeTable, HeaderSizesAddUp) {
       EXPECT_EQ(info.name.substr(3), rc.name.substr(3));
     }
   }
-  EXPECT_EQ(valid, 23 + 12 + 2 + 1);  // RC, UC, UD, CNP
+  EXPECT_EQ(valid, 23 + 12 + 2 + 1 + 23);  // RC, UC, UD, CNP, XRC
   // Only the payload-carrying kinds may carry payload.
   EXPECT_FALSE(opcode_info(op::kRcReadRequest).payload);
   EXPECT_FALSE(opcode_info(op::kRcAck).payload);
@@ -197,7 +215,8 @@ TEST(WireRoundTrip, EveryOpcodeEveryPadBothIpVersions) {
       }
     }
   }
-  EXPECT_EQ(packets, 2 * (32 * 8 + 6 * 1));  // 32 opcodes carry payload, 6 do not
+  EXPECT_EQ(packets,
+            2 * ((32 + 18) * 8 + (6 + 5) * 1));  // RC/UC/UD: 32 with payload, 6 without; XRC 18, 5
 }
 
 TEST(WireRoundTrip, EthernetFramesWithAndWithoutVlan) {
