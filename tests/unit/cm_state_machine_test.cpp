@@ -259,6 +259,25 @@ TEST(CmStateMachine, EveryReqLostGivesUnreachableAfterMaxRetries) {
   EXPECT_TRUE(p.b.events.empty());
 }
 
+TEST(CmStateMachine, TimeoutRejNamesTheCaGuidInTheAri) {
+  ConnectionManager a(kGidA, test_config(0xa));
+  auto id = a.connect(to_b(), 0);
+  ASSERT_TRUE(id.ok());
+  ASSERT_TRUE(a.pop_outgoing().has_value());  // the REQ
+  ASSERT_EQ(a.destroy(*id, 0), 0);
+  auto out = a.pop_outgoing();
+  ASSERT_TRUE(out.has_value());
+  EXPECT_EQ(out->peer, kGidB);
+  const auto rej = std::get<CmRej>(parse_cm_mad(out->bytes)->message);
+  EXPECT_EQ(rej.reason, rej_reason::kTimeout);
+  EXPECT_EQ(rej.local_comm_id, *id);
+  EXPECT_EQ(rej.reject_info_length, 8);
+  EXPECT_EQ(rej.ari[7], 0x0a);  // CA GUID 0x000000000000000a, big-endian
+  EXPECT_EQ(rej.ari[0], 0x00);
+  EXPECT_EQ(a.connections(), 0u);
+  EXPECT_FALSE(a.pop_event().has_value());  // destroyed: nothing more is reported
+}
+
 TEST(CmStateMachine, GiveUpHappensAtTheSpecifiedTime) {
   Pair p;
   Channel ch(p.a, p.b);

@@ -4,6 +4,8 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/bytes.h"
+
 namespace uroce::cm {
 namespace {
 
@@ -182,6 +184,12 @@ void ConnectionManager::send_rej(const Gid& peer, uint64_t tid, uint32_t our_id,
   rej.remote_comm_id = their_id;
   rej.message_rejected = what;
   rej.reason = reason;
+  if (reason == rej_reason::kTimeout) {
+    // IBA 12.6.7.2: a timeout REJ names the rejecting CA by its GUID in the ARI, which is how
+    // Linux's CM finds the connection a REJ (timeout) is about.
+    store_be64(rej.ari.data(), config_.local_ca_guid);
+    rej.reject_info_length = 8;
+  }
   copy_private(rej.private_data, private_data);
   CmMad mad{{}, rej};
   mad.header.transaction_id = tid;
