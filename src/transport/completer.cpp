@@ -291,15 +291,16 @@ void Completer::on_read_response(const wire::TransportHeaders& h, std::span<cons
     place_ahead(*w, h, payload);
     return;
   }
+  // Validated before it acts: a malformed response acknowledges nothing either.
+  if (!response_fits(*w, h, payload)) {
+    ++ctx_.counters.rx_dropped;  // malformed response: the ACK timer recovers
+    return;
+  }
   // A READ response also acknowledges every request before the READ (IBA 9.7.5.2.1).
   if (acknowledge_through(w->first_psn - 1, now) == Advance::kImpliedNak || psn != ctx_.una) {
     // A response beyond the one expected: the ones between were lost (an implied NAK). Responses
     // arrive in order, so ask again from the first missing PSN.
     restart_once_at_una();
-    return;
-  }
-  if (!response_fits(*w, h, payload)) {
-    ++ctx_.counters.rx_dropped;  // malformed response: the ACK timer recovers
     return;
   }
   const uint64_t offset =

@@ -13,22 +13,47 @@
 namespace uroce::transport {
 
 bool scatter(MemoryAccess& memory, const Sge* sge, uint32_t num_sge, uint64_t offset,
-             std::span<const uint8_t> data) {
-  size_t done = 0;
-  for (uint32_t i = 0; i < num_sge && done < data.size(); ++i) {
+             std::span<const uint8_t> data, std::span<const uint8_t> more) {
+  // Validate, then place: every piece's key and bounds are checked before the first byte is
+  // copied, so a list that fails part way leaves memory as it was.
+  struct Piece {
+    uint8_t* dst;
+    uint32_t len;
+  };
+  Piece pieces[kMaxSge];
+  uint32_t n_pieces = 0;
+  const uint64_t total = data.size() + more.size();
+  uint64_t found = 0;
+  for (uint32_t i = 0; i < num_sge && i < kMaxSge && found < total; ++i) {
     if (offset >= sge[i].length) {
       offset -= sge[i].length;
       continue;
     }
     const uint32_t n =
-        static_cast<uint32_t>(std::min<uint64_t>(sge[i].length - offset, data.size() - done));
+        static_cast<uint32_t>(std::min<uint64_t>(sge[i].length - offset, total - found));
     auto p = memory.local(sge[i].lkey, sge[i].addr + offset, n, kAccessLocalWrite);
     if (!p.ok()) return false;
-    std::memcpy(*p, data.data() + done, n);
-    done += n;
+    pieces[n_pieces++] = {*p, n};
+    found += n;
     offset = 0;
   }
-  return done == data.size();
+  if (found != total) return false;
+  // Copies the two spans, in order, across the pieces.
+  std::span<const uint8_t> src = data.empty() ? more : data;
+  bool on_more = data.empty();
+  for (uint32_t i = 0; i < n_pieces; ++i) {
+    uint8_t* dst = pieces[i].dst;
+    uint32_t left = pieces[i].len;
+    while (left > 0) {
+      if (src.empty() && !on_more) src = more, on_more = true;
+      const size_t k = std::min<size_t>(left, src.size());
+      std::memcpy(dst, src.data(), k);
+      dst += k;
+      left -= static_cast<uint32_t>(k);
+      src = src.subspan(k);
+    }
+  }
+  return true;
 }
 
 namespace {

@@ -14,6 +14,7 @@
 #include "cc/pacer.h"
 #include "common/psn.h"
 #include "transport/congestion.h"
+#include "transport/device_totals.h"
 #include "transport/recv_queue.h"
 #include "transport/types.h"
 
@@ -77,6 +78,9 @@ struct QpConfig {
   WriteSegments write_segments = WriteSegments::kPerPacket;
   // DCQCN notification and reaction point for RC/UC (transport/congestion.h); off by default.
   CongestionConfig congestion;
+  // The device's totals this QP's reorder buffer and queued READ/atomic responses count against
+  // (transport/device_totals.h); null: none. Set before the first packet and never changed.
+  DeviceTotals* totals = nullptr;
 };
 
 struct QpCounters {

@@ -112,9 +112,10 @@ inline uint32_t packets_for(uint64_t length, uint32_t mtu) {
 // The send-queue completion for `w` (opcode, length, QP number) with `status`.
 Completion send_completion(const QpContext& ctx, const SendWqe& w, WcStatus status);
 
-// Copies `data` into the scatter list starting `offset` bytes into it; false if a key fails
-// (local write access, IBA 10.6.3) or the data runs past the list.
+// Copies `data`, then `more`, into the scatter list starting `offset` bytes into it; false if a
+// key fails (local write access, IBA 10.6.3) or the data runs past the list, and then nothing has
+// been written.
 bool scatter(MemoryAccess& memory, const Sge* sge, uint32_t num_sge, uint64_t offset,
-             std::span<const uint8_t> data);
+             std::span<const uint8_t> data, std::span<const uint8_t> more = {});
 
 }  // namespace uroce::transport

@@ -8,14 +8,21 @@ namespace uroce::transport {
 
 ReorderBuffer::Hold ReorderBuffer::hold(const wire::TransportHeaders& h,
                                         std::span<const uint8_t> payload, int32_t ahead,
-                                        uint32_t mtu) {
+                                        uint32_t mtu, DeviceTotals* totals) {
   if (static_cast<uint32_t>(ahead) >= kReorderSlots || payload.size() > mtu ||
       bytes_ + payload.size() > kReorderBytes)
     return Hold::kNoRoom;
-  if (slots_.empty()) slots_.resize(kReorderSlots);
+  if (slots_.empty()) {
+    static_assert(kTableBytes >= kReorderSlots * sizeof(Slot), "the charge covers the table");
+    if (totals && !totals->take_reorder_bytes(kTableBytes)) return Hold::kNoRoom;
+    totals_ = totals;
+    slots_.resize(kReorderSlots);
+  }
   Slot& s = slot(h.bth.psn);
   // ahead < kReorderSlots, so a used slot holds this very PSN.
   if (s.used) return Hold::kDuplicate;
+  if (totals_ && !payload.empty() && !totals_->take_reorder_bytes(payload.size()))
+    return Hold::kNoRoom;
   s.used = true;
   s.psn = h.bth.psn;
   s.packet.hdr = h;
@@ -29,6 +36,7 @@ void ReorderBuffer::free(Slot& s) {
   s.used = false;
   --count_;
   bytes_ -= s.packet.payload.size();
+  if (totals_) totals_->give_reorder_bytes(s.packet.payload.size());
   std::vector<uint8_t>().swap(s.packet.payload);
 }
 
@@ -39,6 +47,7 @@ bool ReorderBuffer::take(Psn psn, Packet& out) {
   s.used = false;
   --count_;
   bytes_ -= s.packet.payload.size();
+  if (totals_) totals_->give_reorder_bytes(s.packet.payload.size());
   out.hdr = s.packet.hdr;
   out.payload = std::move(s.packet.payload);
   std::vector<uint8_t>().swap(s.packet.payload);
@@ -67,7 +76,16 @@ void ReorderBuffer::clear() {
     std::vector<uint8_t>().swap(s.packet.payload);
   }
   count_ = 0;
+  if (totals_) totals_->give_reorder_bytes(bytes_);
   bytes_ = 0;
+}
+
+void ReorderBuffer::release_storage() {
+  clear();
+  if (slots_.empty()) return;
+  std::vector<Slot>().swap(slots_);
+  if (totals_) totals_->give_reorder_bytes(kTableBytes);
+  totals_ = nullptr;
 }
 
 }  // namespace uroce::transport

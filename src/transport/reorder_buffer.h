@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "transport/device_totals.h"
 #include "transport/qp_context.h"
 
 namespace uroce::transport {
@@ -23,9 +24,14 @@ class ReorderBuffer {
     kNoRoom,     // beyond the slots, longer than `mtu`, or over the byte budget
   };
 
-  // Keeps the packet `ahead` PSNs (> 0) past the expected one.
+  ReorderBuffer() = default;
+  ReorderBuffer(const ReorderBuffer&) = delete;
+  ReorderBuffer& operator=(const ReorderBuffer&) = delete;
+  ~ReorderBuffer() { release_storage(); }
+  // Keeps the packet `ahead` PSNs (> 0) past the expected one. With `totals`, the slot table (on
+  // the first packet) and each payload are charged to the device: kNoRoom at its cap.
   Hold hold(const wire::TransportHeaders& h, std::span<const uint8_t> payload, int32_t ahead,
-            uint32_t mtu);
+            uint32_t mtu, DeviceTotals* totals = nullptr);
   bool empty() const { return count_ == 0; }
   // Moves the packet with `psn` into `out` and frees its slot; false if it is not held. The
   // payload's storage goes with it, so what stays allocated is bounded by what is held.
@@ -35,6 +41,11 @@ class ReorderBuffer {
   uint32_t release(Psn from, Psn to);
   // Forgets every packet.
   void clear();
+  // Forgets every packet and frees the slot table too, giving the device back all it was charged
+  // (a QP's reset or destruction; otherwise the table stays for the next hole).
+  void release_storage();
+  // What this buffer has charged to its device's totals.
+  static constexpr uint64_t kTableBytes = uint64_t{kReorderSlots} * 160;
 
  private:
   struct Slot {
@@ -49,6 +60,7 @@ class ReorderBuffer {
   std::vector<Slot> slots_;  // kReorderSlots once the first packet is held
   uint32_t count_ = 0;
   uint64_t bytes_ = 0;
+  DeviceTotals* totals_ = nullptr;  // where the table and payloads are charged, if anywhere
 };
 
 }  // namespace uroce::transport

@@ -26,9 +26,35 @@ void Responder::reset() {
   uc_dropping_ = false;
   cur_srq_ = nullptr;
   msg_srqn_ = 0;
-  reorder_.clear();
+  reorder_.release_storage();
   resources_.reset(ctx_.config.max_dest_rd_atomic);
   responses_.clear();
+  uncharge_responses(responses_charged_);
+}
+
+Responder::~Responder() {
+  uncharge_responses(responses_charged_);
+}
+
+bool Responder::charge_response() {
+  if (ctx_.config.totals == nullptr) return true;
+  if (!ctx_.config.totals->take_response()) return false;
+  ++responses_charged_;
+  return true;
+}
+
+void Responder::uncharge_responses(uint32_t n) {
+  if (ctx_.config.totals == nullptr || n == 0) return;
+  ctx_.config.totals->give_responses(n);
+  responses_charged_ -= n;
+}
+
+Responder::Resource* Responder::take_resource() {
+  const uint64_t before = ctx_.counters.responses_dropped;
+  Resource* r = resources_.take(ctx_.counters.responses_dropped);
+  // take() counts the queued replay it took over; that response will never be sent.
+  if (ctx_.counters.responses_dropped != before) uncharge_responses(1);
+  return r;
 }
 
 void Responder::configure() {
@@ -155,7 +181,7 @@ Responder::Verdict Responder::resolve_xrc_srq(const wire::TransportHeaders& h,
 // fills. What selective repeat saves is the retransmission of everything after the hole.
 
 void Responder::hold(const wire::TransportHeaders& h, std::span<const uint8_t> payload, int32_t d) {
-  switch (reorder_.hold(h, payload, d, ctx_.mtu())) {
+  switch (reorder_.hold(h, payload, d, ctx_.mtu(), ctx_.config.totals)) {
     case ReorderBuffer::Hold::kHeld:
       ++ctx_.counters.ooo_buffered;
       break;
@@ -324,7 +350,11 @@ Responder::Verdict Responder::on_write(const wire::TransportHeaders& h,
     write_left_ = write_total_ = len;
     in_msg_ = InMessage::kWrite;
   }
-  if (payload.size() > write_left_) return Verdict::kInvalid;  // more than the RETH announced
+  // Validate, then place: a packet whose length cannot fit the message the RETH announced is
+  // rejected before any of its bytes reach memory. More than is left is invalid; so is a last
+  // packet that leaves bytes unwritten, or a first or middle one that leaves none for the LAST.
+  if (payload.size() > write_left_) return Verdict::kInvalid;
+  if ((write_left_ == payload.size()) != info.ends_message()) return Verdict::kInvalid;
   const bool imm = info.has(wire::kImmDt);
   if (info.ends_message() && imm && !recv_) {
     // Take the receive WQE before placing data so an RNR retry repeats nothing.
@@ -340,7 +370,6 @@ Responder::Verdict Responder::on_write(const wire::TransportHeaders& h,
   write_va_ += payload.size();
   write_left_ -= payload.size();
   if (!info.ends_message()) return Verdict::kAccepted;
-  if (write_left_ != 0) return Verdict::kInvalid;  // fewer bytes than the RETH announced
   if (imm)
     complete_recv(WcStatus::kSuccess, WcOpcode::kRecvRdmaWithImm,
                   static_cast<uint32_t>(write_total_), kWcWithImm, h.imm);
@@ -353,9 +382,13 @@ Responder::Verdict Responder::on_read(const wire::TransportHeaders& h) {
   if (len > kMaxMessageBytes) return Verdict::kInvalid;
   if (len > 0 && !mem().remote(h.reth.rkey, h.reth.va, len, kAccessRemoteRead, ctx_.qpn).ok())
     return Verdict::kAccess;
+  if (!charge_response()) return Verdict::kDropped;
   // More READ/atomics in progress than max_dest_rd_atomic (IBA 9.7.7.2.1): Invalid Request.
-  Resource* r = resources_.take(ctx_.counters.responses_dropped);
-  if (r == nullptr) return Verdict::kInvalid;
+  Resource* r = take_resource();
+  if (r == nullptr) {
+    uncharge_responses(1);
+    return Verdict::kInvalid;
+  }
   r->kind = Resource::Kind::kRead;
   r->first_psn = r->reply_psn = epsn_;
   r->npsn = r->reply_npsn = packets_for(len, ctx_.mtu());
@@ -379,8 +412,12 @@ Responder::Verdict Responder::on_atomic(const wire::TransportHeaders& h,
   auto p = mem().remote(h.atomic.rkey, h.atomic.va, 8, kAccessRemoteAtomic, ctx_.qpn);
   if (!p.ok()) return Verdict::kAccess;
   if (reinterpret_cast<uintptr_t>(*p) % alignof(uint64_t) != 0) return Verdict::kOperational;
-  Resource* r = resources_.take(ctx_.counters.responses_dropped);
-  if (r == nullptr) return Verdict::kInvalid;
+  if (!charge_response()) return Verdict::kDropped;  // before the atomic acts
+  Resource* r = take_resource();
+  if (r == nullptr) {
+    uncharge_responses(1);
+    return Verdict::kInvalid;
+  }
   // Executed once here; duplicates replay `original` from the resource (IBA 9.7.5.1.2).
   std::atomic_ref<uint64_t> target(*reinterpret_cast<uint64_t*>(*p));
   uint64_t original = 0;
@@ -419,6 +456,9 @@ void Responder::finish(Verdict v, const wire::TransportHeaders& h, const wire::O
       return;
     case Verdict::kResponded:
       unacked_ = 0;  // the response acknowledges everything before it
+      return;
+    case Verdict::kDropped:
+      ++ctx_.counters.rx_dropped;
       return;
     case Verdict::kRnr:
       ++ctx_.counters.rnr_naks_sent;
@@ -475,13 +515,23 @@ void Responder::on_duplicate(const wire::TransportHeaders& h) {
       r->length = len;
       r->xrc_srqn = h.xrc_srqn;
       r->sent = 0;  // a reply in progress restarts from the duplicate's first PSN
-      if (!r->queued) queue_resource_response(*r, psn);
+      if (r->queued) return;
+      if (!charge_response()) {
+        ++ctx_.counters.rx_dropped;
+        return;
+      }
+      queue_resource_response(*r, psn);
       return;
     }
     case wire::Kind::kCompareSwap:
     case wire::Kind::kFetchAdd:
       if (Resource* r = resources_.find_atomic(psn)) {
-        if (!r->queued) queue_resource_response(*r, psn);
+        if (r->queued) return;
+        if (!charge_response()) {
+          ++ctx_.counters.rx_dropped;
+          return;
+        }
+        queue_resource_response(*r, psn);
         return;
       }
       // Older than every resource: the requester already has this result.
@@ -551,8 +601,7 @@ void Responder::receive_ud(const RxPacket& pkt) {
                            wire::kIcrcBytes;
   const std::array<uint8_t, wire::kGrhBytes> grh = wire::build_ud_grh(
       {pkt.sgid, pkt.dgid, pkt.traffic_class, pkt.hop_limit, static_cast<uint16_t>(udp_len)});
-  if (!scatter(ctx_.memory, recv_->sge.data(), recv_->num_sge, 0, grh) ||
-      !scatter(ctx_.memory, recv_->sge.data(), recv_->num_sge, wire::kGrhBytes, pkt.payload)) {
+  if (!scatter(ctx_.memory, recv_->sge.data(), recv_->num_sge, 0, grh, pkt.payload)) {
     complete_recv(WcStatus::kLocProtErr, WcOpcode::kRecv, 0, 0, 0, h.deth.src_qp);
     return;
   }
@@ -651,6 +700,7 @@ bool Responder::build(Nanos now, TxPacket& out) {
       res.queued = false;
       res.answered = true;
       responses_.pop();
+      uncharge_responses(1);
       break;
     }
     case Response::Kind::kRead: {
@@ -671,6 +721,7 @@ bool Responder::build(Nanos now, TxPacket& out) {
           ++ctx_.counters.responses_dropped;
           res.queued = false;
           responses_.pop();
+          uncharge_responses(1);
           return false;
         }
         out.payload[0] = {*src, len};
@@ -691,6 +742,7 @@ bool Responder::build(Nanos now, TxPacket& out) {
         res.queued = false;
         res.answered = true;
         responses_.pop();
+        uncharge_responses(1);
       }
       break;
     }

@@ -16,6 +16,9 @@ namespace uroce::transport {
 class Responder {
  public:
   explicit Responder(QpContext& ctx);
+  ~Responder();
+  Responder(const Responder&) = delete;
+  Responder& operator=(const Responder&) = delete;
 
   // Back to the state of a fresh QP (RESET); the next configure() sets the expected PSN.
   void reset();
@@ -41,6 +44,8 @@ class Responder {
     kInvalid,      // NAK Invalid Request (IBA 9.7.5.2.4)
     kAccess,       // NAK Remote Access Error (IBA 9.7.5.2.5)
     kOperational,  // NAK Remote Operational Error (IBA 9.7.5.2.6)
+    kDropped,      // the device's total of queued responses is reached: silently dropped, not
+                   // executed; the requester's retry recovers it (device_totals.h)
   };
   enum class InMessage : uint8_t { kNone, kSend, kWrite };
 
@@ -62,7 +67,14 @@ class Responder {
   void receive_uc(const RxPacket& pkt);
   void receive_ud(const RxPacket& pkt);
   void on_duplicate(const wire::TransportHeaders& h);
+  // Queues `r`'s response; the caller has charged it (charge_response()).
   void queue_resource_response(Resource& r, Psn psn);
+  // A queued READ/atomic response counts against the device's total from when it is queued until
+  // it is sent, abandoned or overtaken: charge_response() is false at the cap.
+  bool charge_response();
+  void uncharge_responses(uint32_t n);
+  // take() from the resources, uncharging a queued replay it takes over.
+  Resource* take_resource();
   bool stale(const Response& r) const;
   Verdict check_op_sequence(const wire::OpcodeInfo& info) const;
   Verdict check_length(const wire::OpcodeInfo& info, size_t payload) const;
@@ -109,6 +121,7 @@ class Responder {
   XrcSrq* cur_srq_ = nullptr;  // XRC target: the SRQ of the packet being applied
   uint32_t msg_srqn_ = 0;      // XRC target: the SRQ the message in progress belongs to
 
+  uint32_t responses_charged_ = 0;  // queued READ/atomic responses charged to the device
   ResponderResources resources_;
   ReorderBuffer reorder_;  // selective repeat only
   ResponseRing responses_;

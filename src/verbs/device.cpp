@@ -42,7 +42,8 @@ Device::Device(link::Link& link, DeviceConfig config)
       keys_(config_.attr.max_mr + config_.attr.max_mw,
             config_.key_salt ? config_.key_salt : hash_gid(gid_)),
       port_state_(static_cast<uint8_t>(config_.port.state)),
-      next_qpn_(kFirstQpn) {
+      next_qpn_(kFirstQpn),
+      totals_(config_.totals) {
   if (config_.attr.node_guid == 0) config_.attr.node_guid = guid_from_gid(gid_);
   if (config_.attr.sys_image_guid == 0) config_.attr.sys_image_guid = config_.attr.node_guid;
   config_.attr.max_qp = std::min(config_.attr.max_qp, kQpnLimit - kFirstQpn);
@@ -155,7 +156,8 @@ void Device::deliver(const wire::RxPacket& packet, Nanos now) {
     rx_drop_unknown_qpn_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  if (!it->second->receive(packet, now)) rx_drop_qp_state_.fetch_add(1, std::memory_order_relaxed);
+  if (it->second->receive(packet, now) == QueuePair::Delivery::kWrongState)
+    rx_drop_qp_state_.fetch_add(1, std::memory_order_relaxed);
 }
 
 Nanos Device::progress(Nanos now, size_t budget) {
@@ -229,6 +231,11 @@ std::vector<Counter> Device::counters() const {
   std::vector<Counter> own = {
       {"rx_unknown_qpn_drops", rx_drop_unknown_qpn_.load()},
       {"rx_qp_state_drops", rx_drop_qp_state_.load()},
+      // Device totals (transport/device_totals.h): what is held now, and drops at the caps.
+      {"sr_reorder_bytes_held", totals_.reorder_bytes(), Counter::Kind::kGaugeSum},
+      {"sr_reorder_total_drops", totals_.reorder_cap_drops()},
+      {"responses_queued", totals_.responses(), Counter::Kind::kGaugeSum},
+      {"responses_total_drops", totals_.response_cap_drops()},
       {"link_tx_packets", l.tx_packets},
       {"link_tx_bytes", l.tx_bytes},
       {"link_rx_packets", l.rx_packets},

@@ -73,6 +73,9 @@ struct DeviceConfig {
   // would pay an extra pass per response.
   bool transmit_before_receive = false;
   TransportFactory transport_factory;  // empty: transport::TransportQp::create
+  // Caps on what all QPs together hold for their peers (transport/device_totals.h,
+  // docs/security.md): at a cap the packet is dropped and counted, and the peer retries.
+  transport::DeviceTotals::Limits totals;
 };
 
 class Context;
@@ -161,6 +164,8 @@ class Device {
 
   std::array<std::atomic<uint32_t>, kResourceCount> in_use_{};
   std::atomic<uint64_t> dm_bytes_{0};  // device memory allocated, <= DeviceAttr::max_dm_size
+  // Shared by every QP (QpConfig::totals); outlives them, as the device does.
+  transport::DeviceTotals totals_;
 
   // Counters of the device itself.
   std::atomic<uint64_t> rx_drop_unknown_qpn_{0};

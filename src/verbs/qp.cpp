@@ -305,6 +305,7 @@ transport::QpConfig QueuePair::config() const {
   c.loss_recovery = init_.loss_recovery;
   c.write_segments = init_.write_segments;
   if (init_.max_psn_window != 0) c.max_psn_window = init_.max_psn_window;
+  c.totals = &dev_.totals_;
   return c;
 }
 
@@ -402,13 +403,22 @@ int QueuePair::post_recv(std::span<const transport::RecvWr> wrs, size_t* bad) {
   return 0;
 }
 
-bool QueuePair::receive(const wire::RxPacket& packet, Nanos now) {
+bool QueuePair::on_path(const wire::RxPacket& packet) const {
+  if (type_ == QpType::kUd) return true;
+  return packet.sgid == attr_.ah_attr.grh.dgid && packet.dgid == dev_.gid();
+}
+
+QueuePair::Delivery QueuePair::receive(const wire::RxPacket& packet, Nanos now) {
   Guard guard(*this);
   QpState s = tqp_->state();
-  if (s == QpState::kReset || s == QpState::kInit) return false;
+  if (s == QpState::kReset || s == QpState::kInit) return Delivery::kWrongState;
+  if (!on_path(packet)) {
+    rx_path_drops_.fetch_add(1, std::memory_order_relaxed);
+    return Delivery::kWrongPath;
+  }
   tqp_->receive(packet, now);
   check_fatal_locked();
-  return true;
+  return Delivery::kTaken;
 }
 
 size_t QueuePair::transmit(Nanos now, wire::PacketSink& sink, size_t budget) {
@@ -454,6 +464,9 @@ std::vector<Counter> QueuePair::counters() const {
       {"sr_ooo_duplicates", t.ooo_duplicates},
       {"sr_go_backs", t.sr_go_backs},
       {"rx_qp_drops", t.rx_dropped},
+      // RC/UC packets from outside the QP's path (on_path()): not from the remote GID or not to
+      // ours. rxe drops these in check_addr() without a counter; the name is uroce's.
+      {"rx_path_drops", rx_path_drops_.load()},
       {"np_ecn_marked_roce_packets", t.ce_marked},
       {"np_cnp_sent", t.cnps_sent},
       {"rp_cnp_handled", t.cnps_received},

@@ -73,9 +73,16 @@ class QueuePair {
   friend class Device;
   class CountingSink;
   QueuePair(ProtectionDomain& pd, const QpInitAttr& init);
-  // The progress engine's calls (Device::progress), each under the QP's locks. receive() is false
-  // when the QP's state discards the packet (RESET and INIT silently drop packets, IBA 10.3.1).
-  bool receive(const wire::RxPacket& packet, Nanos now);
+  // The progress engine's calls (Device::progress), each under the QP's locks. receive() says
+  // whether the QP took the packet: RESET and INIT silently drop packets (IBA 10.3.1), and a
+  // connected QP drops what did not come along its path (see on_path()).
+  enum class Delivery : uint8_t { kTaken, kWrongState, kWrongPath };
+  Delivery receive(const wire::RxPacket& packet, Nanos now);
+  // RC and UC take requests and responses only from their path: the IP source must be the remote
+  // GID of the address vector set at RTR, the IP destination the GID the path uses here (the
+  // device's one GID). The UDP source port may be anything: RoCEv2 senders vary it for ECMP
+  // entropy (IBA annex A17.3.2). UD has no path; its Q_Key and P_Key checks stay in the transport.
+  bool on_path(const wire::RxPacket& packet) const;
   size_t transmit(Nanos now, wire::PacketSink& sink, size_t budget);
   Nanos next_deadline(Nanos now) const;
   int validate(const QpAttr& attr, uint32_t mask, QpState cur, QpState next) const;
@@ -98,6 +105,8 @@ class QueuePair {
   std::unique_ptr<transport::TransportQp> tqp_;
   bool fatal_reported_ = false;
   // Completion statuses seen, for the counters the transport does not keep.
+  // Packets dropped by on_path(), before the transport saw them.
+  std::atomic<uint64_t> rx_path_drops_{0};
   std::atomic<uint64_t> req_cqe_error_{0}, resp_cqe_error_{0}, rnr_nak_retry_err_{0},
       req_cqe_flush_error_{0}, resp_cqe_flush_error_{0}, local_ack_timeout_err_{0};
 };

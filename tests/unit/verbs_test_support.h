@@ -35,6 +35,8 @@ class FakeLink : public link::Link {
       inbox.pop_front();
       wire::RxPacket p;
       p.hdr = &h;
+      p.sgid = peer_gid;  // the path good_attr() sets
+      p.dgid = gid_;
       handler(p);
       ++n;
       ++counters_.rx_packets;
@@ -52,6 +54,7 @@ class FakeLink : public link::Link {
 
   std::vector<wire::TxPacket> sent;
   std::deque<wire::TransportHeaders> inbox;
+  Gid peer_gid = gid_from_ipv4({10, 0, 0, 2});
   int flushes = 0;
 
  private:
@@ -84,13 +87,21 @@ class PairLink : public link::Link {
       bytes.insert(bytes.end(), p.payload[i].begin(), p.payload[i].end());
     bytes.resize(bytes.size() + p.pad, 0);
     ++counters_.tx_packets;
-    peer_->inbox_.push_back({std::move(bytes), p.ect});
+    peer_->inbox_.push_back({std::move(bytes), p.ect, gid_, peer_->gid_});
+  }
+  // Queues transport bytes (BTH .. pad) at this end as if they came from `sgid` to `dgid`: a
+  // third host on the wire, or a spoofed address.
+  void inject(std::vector<uint8_t> bytes, Gid sgid, Gid dgid) {
+    inbox_.push_back({std::move(bytes), false, sgid, dgid});
+  }
+  void inject_front(std::vector<uint8_t> bytes, Gid sgid, Gid dgid) {
+    inbox_.push_front({std::move(bytes), false, sgid, dgid});
   }
   void flush() override {}
   size_t poll(const link::RxHandler& handler, size_t budget) override {
     size_t n = 0;
     while (n < budget && !inbox_.empty()) {
-      auto [bytes, ect] = std::move(inbox_.front());
+      auto [bytes, ect, sgid, dgid] = std::move(inbox_.front());
       inbox_.pop_front();
       ++n;
       auto parsed = wire::parse_transport(bytes);
@@ -101,8 +112,8 @@ class PairLink : public link::Link {
       wire::RxPacket rx;
       rx.hdr = &parsed->hdr;
       rx.payload = parsed->payload;
-      rx.sgid = peer_->gid_;
-      rx.dgid = gid_;
+      rx.sgid = sgid;
+      rx.dgid = dgid;
       rx.ce = mark_ce && ect;
       ++counters_.rx_packets;
       handler(rx);
@@ -113,9 +124,14 @@ class PairLink : public link::Link {
   bool mark_ce = false;
 
  private:
+  struct Arrival {
+    std::vector<uint8_t> bytes;
+    bool ect;
+    Gid sgid, dgid;
+  };
   Gid gid_;
   PairLink* peer_ = nullptr;
-  std::deque<std::pair<std::vector<uint8_t>, bool>> inbox_;
+  std::deque<Arrival> inbox_;
   link::LinkCounters counters_;
 };
 
