@@ -155,12 +155,16 @@ struct QpAttr {
 
 class CompletionQueue;
 class SharedReceiveQueue;
+class XrcDomain;
 
 // == ibv_qp_init_attr (less qp_context, which the ABI layer keeps).
 struct QpInitAttr {
   CompletionQueue* send_cq = nullptr;
   CompletionQueue* recv_cq = nullptr;
   SharedReceiveQueue* srq = nullptr;
+  // XRC target QPs (kXrcRecv) only: the domain whose XRC SRQs it serves. Set by
+  // XrcDomain::create_qp.
+  XrcDomain* xrcd = nullptr;
   QpCapabilities cap;
   QpType qp_type = QpType::kRc;
   bool sq_sig_all = false;
@@ -212,6 +216,9 @@ struct DeviceAttr {
   uint32_t max_srq = 256;
   uint32_t max_srq_wr = 4096;
   uint32_t max_srq_sge = transport::kMaxSge;
+  uint32_t max_xrcd = 64;  // XRC domains open on the device (libibverbs has no field for it)
+  // Target QPs one XRC domain may parent (not in ibv_device_attr; uroce's bound).
+  uint32_t max_xrcd_target_qps = 256;
   uint64_t max_dm_size = 256 * 1024;  // device memory (ibv_alloc_dm), all allocations together
   uint32_t max_inline_data = 256;     // not in ibv_device_attr; bounds QpCapabilities
   uint16_t max_pkeys = 1;

@@ -62,6 +62,8 @@ class CompletionQueue : public transport::CompletionSink {
   friend class Context;
   friend class ProtectionDomain;
   friend class QueuePair;
+  friend class XrcDomain;
+  friend class XrcSharedReceiveQueue;
   CompletionQueue(Context& ctx, uint32_t capacity, CompletionChannel* channel);
 
   enum class Arm : uint8_t { kNone, kNext, kSolicited };

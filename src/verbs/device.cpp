@@ -74,10 +74,10 @@ Result<std::unique_ptr<Context>> Device::open() {
 }
 
 bool Device::acquire(Resource r) {
-  static_assert(kResourceCount == 7);
+  static_assert(kResourceCount == 8);
   const uint32_t limits[kResourceCount] = {
       config_.attr.max_pd, config_.attr.max_cq,  config_.attr.max_qp, config_.attr.max_mr,
-      config_.attr.max_ah, config_.attr.max_srq, config_.attr.max_mw};
+      config_.attr.max_ah, config_.attr.max_srq, config_.attr.max_mw, config_.attr.max_xrcd};
   uint32_t cur = in_use_[r].load();
   do {
     if (cur >= limits[r]) return false;

@@ -20,8 +20,8 @@
 //     objects. Destroying an object concurrently with a call on the same object is the caller's bug
 //     (as in libibverbs).
 //   - Lock order: Device::quiesce (shared for progress passes, posts and modify; exclusive for
-//     destroy/dereg, which thereby wait out any pass in flight) -> QueuePair -> CompletionQueue ->
-//     event queues. No lock is held while calling anything outside uroce.
+//     destroy/dereg, which thereby wait out any pass in flight) -> QueuePair -> XrcDomain's SRQ
+//     directory -> SharedReceiveQueue -> CompletionQueue -> event queues. No lock is held while calling anything outside uroce.
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -45,6 +45,7 @@ namespace uroce::verbs {
 
 class CompletionQueue;
 class QueuePair;
+class XrcDomain;
 
 // Builds the transport half of a QP. The default is transport::TransportQp::create; tests inject
 // their own to exercise the verbs rules in isolation.
@@ -129,9 +130,11 @@ class Device {
   friend class SharedReceiveQueue;
   friend class AddressHandle;
   friend class DeviceMemory;
+  friend class XrcDomain;
+  friend class XrcSharedReceiveQueue;
 
   // Resources with a DeviceAttr limit.
-  enum Resource { kPd, kCq, kQp, kMr, kAh, kSrq, kMw, kResourceCount };
+  enum Resource { kPd, kCq, kQp, kMr, kAh, kSrq, kMw, kXrcd, kResourceCount };
   bool acquire(Resource r);
   void release(Resource r);
 
@@ -157,6 +160,8 @@ class Device {
   std::vector<QueuePair*> qp_order_;  // round-robin order
   size_t rr_next_ = 0;
   uint32_t next_qpn_ = 0;
+  // XRC SRQ numbers, device-wide like QPNs (24 bits, as the XRCETH carries).
+  std::atomic<uint32_t> next_srqn_{1};
 
   std::mutex contexts_mu_;
   std::vector<Context*> contexts_;
@@ -196,6 +201,8 @@ class Context {
   // EINVAL for 0, more than max_dm_size or a larger alignment; ENOMEM once the device's DM is
   // spent.
   Result<std::unique_ptr<DeviceMemory>> alloc_dm(size_t length, uint32_t log_align);
+  // ibv_open_xrcd: a new XRC domain (verbs/xrc.h). ENOMEM past DeviceAttr::max_xrcd.
+  Result<std::unique_ptr<XrcDomain>> open_xrcd();
   static constexpr uint32_t kMaxDmLogAlign = 12;
 
   const DeviceAttr& query_device() const { return dev_.attr(); }
@@ -210,6 +217,7 @@ class Context {
   friend class ProtectionDomain;
   friend class CompletionQueue;
   friend class DeviceMemory;
+  friend class XrcDomain;
   explicit Context(Device& dev);
   Device& dev_;
   AsyncEventQueue events_;

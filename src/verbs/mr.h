@@ -171,6 +171,7 @@ class ProtectionDomain : public transport::MemoryAccess {
   friend class QueuePair;
   friend class AddressHandle;
   friend class SharedReceiveQueue;
+  friend class XrcDomain;
   explicit ProtectionDomain(Context& ctx);
   Context& ctx_;
   std::atomic<uint32_t> users_{0};

@@ -6,6 +6,7 @@
 #include "common/check.h"
 #include "verbs/cq.h"
 #include "verbs/device.h"
+#include "verbs/xrc.h"
 
 namespace uroce::verbs {
 namespace {
@@ -17,8 +18,22 @@ constexpr uint32_t kQpAccessMask = transport::kAccessLocalWrite | transport::kAc
                                    transport::kAccessRemoteRead | transport::kAccessRemoteAtomic;
 
 struct PerType {
-  uint32_t rc = 0, uc = 0, ud = 0;
-  uint32_t of(T t) const { return t == T::kRc ? rc : t == T::kUc ? uc : ud; }
+  uint32_t rc = 0, uc = 0, ud = 0, xrc_ini = 0, xrc_tgt = 0;
+  uint32_t of(T t) const {
+    switch (t) {
+      case T::kRc:
+        return rc;
+      case T::kUc:
+        return uc;
+      case T::kUd:
+        return ud;
+      case T::kXrcSend:
+        return xrc_ini;
+      case T::kXrcRecv:
+        return xrc_tgt;
+    }
+    return 0;
+  }
 };
 struct Row {
   S from, to;
@@ -26,35 +41,39 @@ struct Row {
 };
 
 // IBA 10.3.1 table 91 for RC, UC and UD, in the form of Linux's qp_state_table (drivers/infiniband
-// /core/verbs.c), which libibverbs applications are written against. Pairs absent here are
-// invalid. Any state may go to RESET or ERR with the state bit alone.
+// /core/verbs.c), which libibverbs applications are written against, with its XRC columns: an
+// initiator takes RC's requester attributes (no MAX_DEST_RD_ATOMIC or MIN_RNR_TIMER, as it
+// answers nothing), a target RC's responder ones (no RETRY_CNT, RNR_RETRY or MAX_QP_RD_ATOMIC, as
+// it requests nothing; SQ_PSN and TIMEOUT stay required at RTS, as in Linux and mlx5). Pairs
+// absent here are invalid. Any state may go to RESET or ERR with the state bit alone.
 constexpr uint32_t kUdInit = kQpPkeyIndex | kQpPort | kQpQkey;
 constexpr uint32_t kConnInit = kQpPkeyIndex | kQpPort | kQpAccessFlags;
+constexpr uint32_t kConnRtr = kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn;
+constexpr uint32_t kConnRtrOpt = kQpAltPath | kQpAccessFlags | kQpPkeyIndex;
+constexpr uint32_t kConnRts = kQpCurState | kQpAltPath | kQpAccessFlags | kQpPathMigState;
+constexpr uint32_t kRcRts = kConnRts | kQpMinRnrTimer;
+constexpr uint32_t kUdRts = kQpCurState | kQpQkey;
 constexpr Row kTable[] = {
-    {S::kReset, S::kInit, {kConnInit, kConnInit, kUdInit}, {}},
-    {S::kInit, S::kInit, {}, {kConnInit, kConnInit, kUdInit}},
+    {S::kReset, S::kInit, {kConnInit, kConnInit, kUdInit, kConnInit, kConnInit}, {}},
+    {S::kInit, S::kInit, {}, {kConnInit, kConnInit, kUdInit, kConnInit, kConnInit}},
     {S::kInit,
      S::kRtr,
-     {kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn | kQpMaxDestRdAtomic | kQpMinRnrTimer,
-      kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn, 0},
-     {kQpAltPath | kQpAccessFlags | kQpPkeyIndex, kQpAltPath | kQpAccessFlags | kQpPkeyIndex,
-      kQpPkeyIndex | kQpQkey}},
+     {kConnRtr | kQpMaxDestRdAtomic | kQpMinRnrTimer, kConnRtr, 0, kConnRtr,
+      kConnRtr | kQpMaxDestRdAtomic | kQpMinRnrTimer},
+     {kConnRtrOpt, kConnRtrOpt, kQpPkeyIndex | kQpQkey, kConnRtrOpt, kConnRtrOpt}},
     {S::kRtr,
      S::kRts,
-     {kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpSqPsn | kQpMaxQpRdAtomic, kQpSqPsn, kQpSqPsn},
-     {kQpCurState | kQpAltPath | kQpAccessFlags | kQpMinRnrTimer | kQpPathMigState,
-      kQpCurState | kQpAltPath | kQpAccessFlags | kQpPathMigState, kQpCurState | kQpQkey}},
+     {kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpSqPsn | kQpMaxQpRdAtomic, kQpSqPsn, kQpSqPsn,
+      kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpSqPsn | kQpMaxQpRdAtomic,
+      kQpTimeout | kQpSqPsn},
+     {kRcRts, kConnRts, kUdRts, kConnRts, kRcRts}},
+    {S::kRts, S::kRts, {}, {kRcRts, kConnRts, kUdRts, kConnRts, kRcRts}},
     {S::kRts,
-     S::kRts,
+     S::kSqd,
      {},
-     {kQpCurState | kQpAccessFlags | kQpAltPath | kQpPathMigState | kQpMinRnrTimer,
-      kQpCurState | kQpAccessFlags | kQpAltPath | kQpPathMigState, kQpCurState | kQpQkey}},
-    {S::kRts, S::kSqd, {}, {kQpEnSqdAsyncNotify, kQpEnSqdAsyncNotify, kQpEnSqdAsyncNotify}},
-    {S::kSqd,
-     S::kRts,
-     {},
-     {kQpCurState | kQpAltPath | kQpAccessFlags | kQpMinRnrTimer | kQpPathMigState,
-      kQpCurState | kQpAltPath | kQpAccessFlags | kQpPathMigState, kQpCurState | kQpQkey}},
+     {kQpEnSqdAsyncNotify, kQpEnSqdAsyncNotify, kQpEnSqdAsyncNotify, kQpEnSqdAsyncNotify,
+      kQpEnSqdAsyncNotify}},
+    {S::kSqd, S::kRts, {}, {kRcRts, kConnRts, kUdRts, kConnRts, kRcRts}},
     {S::kSqd,
      S::kSqd,
      {},
@@ -62,16 +81,23 @@ constexpr Row kTable[] = {
           kQpMaxDestRdAtomic | kQpAltPath | kQpAccessFlags | kQpPkeyIndex | kQpMinRnrTimer |
           kQpPathMigState,
       kQpAv | kQpAltPath | kQpAccessFlags | kQpPkeyIndex | kQpPathMigState,
-      kQpPkeyIndex | kQpQkey}},
-    // SQE exists for UC and UD only: an RC send error takes the QP to ERR (IBA 10.3.1).
-    {S::kSqe, S::kRts, {}, {0, kQpCurState | kQpAccessFlags, kQpCurState | kQpQkey}},
+      kQpPkeyIndex | kQpQkey,
+      kQpPort | kQpAv | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic | kQpAltPath |
+          kQpAccessFlags | kQpPkeyIndex | kQpPathMigState,
+      kQpPort | kQpAv | kQpTimeout | kQpMaxDestRdAtomic | kQpAltPath | kQpAccessFlags |
+          kQpPkeyIndex | kQpMinRnrTimer | kQpPathMigState}},
+    // SQE exists for UC and UD only: an RC (or XRC) send error takes the QP to ERR (IBA 10.3.1).
+    {S::kSqe, S::kRts, {}, {0, kQpCurState | kQpAccessFlags, kUdRts, 0, 0}},
 };
 
 bool valid_state(S s) {
   return static_cast<uint8_t>(s) <= static_cast<uint8_t>(S::kErr);
 }
 bool valid_type(T t) {
-  return t == T::kRc || t == T::kUc || t == T::kUd;
+  return t == T::kRc || t == T::kUc || t == T::kUd || t == T::kXrcSend || t == T::kXrcRecv;
+}
+bool is_xrc(T t) {
+  return t == T::kXrcSend || t == T::kXrcRecv;
 }
 
 uint16_t udp_source_port(uint32_t flow_label, uint32_t a, uint32_t b) {
@@ -91,7 +117,7 @@ TransitionMasks transition_masks(QpState from, QpState to, QpType type) {
   if (to == S::kReset || to == S::kErr) return {true, 0, 0};
   for (const Row& r : kTable) {
     if (r.from != from || r.to != to) continue;
-    if (from == S::kSqe && type == T::kRc) return {};
+    if (from == S::kSqe && (type == T::kRc || is_xrc(type))) return {};
     return {true, r.required.of(type), r.optional.of(type)};
   }
   return {};
@@ -116,10 +142,11 @@ Result<transport::AddressVector> make_address_vector(const AhAttr& ah, const Dev
 }
 
 // Counts completion statuses on their way to a CQ, for the error counters the transport does
-// not keep, and notes an overrun so the QP can go to ERR.
+// not keep, and notes an overrun so the QP can go to ERR. `cq` is null for the queue an XRC QP
+// lacks (an initiator's receive side, both of a target's), where the transport completes nothing.
 class QueuePair::CountingSink : public transport::CompletionSink {
  public:
-  CountingSink(QueuePair& qp, CompletionQueue& cq) : qp_(qp), cq_(cq) {}
+  CountingSink(QueuePair& qp, CompletionQueue* cq) : qp_(qp), cq_(cq) {}
   bool push(const transport::Completion& c) override {
     using transport::WcStatus;
     if (c.status != WcStatus::kSuccess) {
@@ -132,7 +159,8 @@ class QueuePair::CountingSink : public transport::CompletionSink {
       }
       if (c.status == WcStatus::kRnrRetryExcErr) qp_.rnr_nak_retry_err_.fetch_add(1);
     }
-    if (cq_.push(c)) return true;
+    if (cq_ == nullptr) return true;
+    if (cq_->push(c)) return true;
     overrun = true;
     return false;
   }
@@ -140,7 +168,7 @@ class QueuePair::CountingSink : public transport::CompletionSink {
 
  private:
   QueuePair& qp_;
-  CompletionQueue& cq_;
+  CompletionQueue* cq_;
 };
 
 // The QP's lock, then its SRQ's: the transport pops the SRQ, which application threads post to.
@@ -155,8 +183,8 @@ struct QueuePair::Guard {
 
 QueuePair::QueuePair(ProtectionDomain& pd, const QpInitAttr& init)
     : pd_(pd), dev_(pd.device()), type_(init.qp_type), init_(init) {
-  send_sink_ = std::make_unique<CountingSink>(*this, *init.send_cq);
-  recv_sink_ = std::make_unique<CountingSink>(*this, *init.recv_cq);
+  send_sink_ = std::make_unique<CountingSink>(*this, init.send_cq);
+  recv_sink_ = std::make_unique<CountingSink>(*this, init.recv_cq);
   // Defaults a query reports before the first modify, as a fresh ibv QP does.
   attr_.path_mtu = dev_.port_attr().active_mtu;
   attr_.cap = init.cap;
@@ -172,36 +200,68 @@ QueuePair::~QueuePair() {
     tqp_.reset();
   }
   pd_.context().async_events().purge(this);
-  init_.send_cq->users_.fetch_sub(1);
-  init_.recv_cq->users_.fetch_sub(1);
+  if (init_.send_cq) init_.send_cq->users_.fetch_sub(1);
+  if (init_.recv_cq) init_.recv_cq->users_.fetch_sub(1);
   if (init_.srq) init_.srq->users_.fetch_sub(1);
+  if (init_.xrcd) init_.xrcd->target_qps_.fetch_sub(1);
   pd_.users_.fetch_sub(1);
   dev_.release(Device::kQp);
 }
 
 Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(const QpInitAttr& attr) {
   const DeviceAttr& d = device().attr();
-  if (!valid_type(attr.qp_type) || !attr.send_cq || !attr.recv_cq) return Err(EINVAL);
-  if (&attr.send_cq->context() != &ctx_ || &attr.recv_cq->context() != &ctx_) return Err(EINVAL);
-  if (attr.srq && &attr.srq->pd().context() != &ctx_) return Err(EINVAL);
-  const QpCapabilities& c = attr.cap;
+  if (!valid_type(attr.qp_type)) return Err(EINVAL);
+  QpInitAttr init = attr;
+  // As Linux's uverbs: an XRC initiator has no receive side (its recv CQ and SRQ are ignored); a
+  // target has neither CQ nor SRQ of its own (its completions go to the CQ of the XRC SRQ each
+  // request names) and only the hidden PD of its domain.
+  if (attr.qp_type == QpType::kXrcSend) {
+    init.recv_cq = nullptr;
+    init.srq = nullptr;
+    init.xrcd = nullptr;
+    init.cap.max_recv_wr = init.cap.max_recv_sge = 0;
+    if (!init.send_cq) return Err(EINVAL);
+  } else if (attr.qp_type == QpType::kXrcRecv) {
+    if (!attr.xrcd || attr.xrcd->target_pd_.get() != this) return Err(EINVAL);
+    init.send_cq = init.recv_cq = nullptr;
+    init.srq = nullptr;
+    init.cap = {0, 0, 0, 0, 0};
+  } else {
+    init.xrcd = nullptr;
+    if (!init.send_cq || !init.recv_cq) return Err(EINVAL);
+  }
+  if (init.send_cq && &init.send_cq->context() != &ctx_) return Err(EINVAL);
+  if (init.recv_cq && &init.recv_cq->context() != &ctx_) return Err(EINVAL);
+  if (init.srq && &init.srq->pd().context() != &ctx_) return Err(EINVAL);
+  const QpCapabilities& c = init.cap;
   if (c.max_send_wr > d.max_qp_wr || c.max_recv_wr > d.max_qp_wr || c.max_send_sge > d.max_sge ||
       c.max_recv_sge > d.max_sge || c.max_inline_data > d.max_inline_data)
     return Err(EINVAL);
-  if (!device().acquire(Device::kQp)) return Err(ENOMEM);
+  if (init.xrcd) {
+    std::atomic<uint32_t>& n = init.xrcd->target_qps_;
+    uint32_t cur = n.load();
+    do {
+      if (cur >= d.max_xrcd_target_qps) return Err(ENOMEM);
+    } while (!n.compare_exchange_weak(cur, cur + 1));
+  }
+  if (!device().acquire(Device::kQp)) {
+    if (init.xrcd) init.xrcd->target_qps_.fetch_sub(1);
+    return Err(ENOMEM);
+  }
 
-  QpInitAttr init = attr;
   // ibv_create_qp returns the capabilities granted, which may exceed those asked for; every queue
-  // gets at least one entry so the transport never sees an empty ring.
+  // the QP has gets at least one entry so the transport never sees an empty ring (a target's
+  // send queue stays at one entry the transport never fills, as it requests nothing).
+  const bool own_rq = !init.srq && !is_xrc(init.qp_type);
   init.cap.max_send_wr = std::max<uint32_t>(c.max_send_wr, 1);
-  init.cap.max_recv_wr = attr.srq ? 0 : std::max<uint32_t>(c.max_recv_wr, 1);
+  init.cap.max_recv_wr = own_rq ? std::max<uint32_t>(c.max_recv_wr, 1) : 0;
   init.cap.max_send_sge = std::max<uint32_t>(c.max_send_sge, 1);
-  init.cap.max_recv_sge = attr.srq ? 0 : std::max<uint32_t>(c.max_recv_sge, 1);
+  init.cap.max_recv_sge = own_rq ? std::max<uint32_t>(c.max_recv_sge, 1) : 0;
   std::unique_ptr<QueuePair> qp(new QueuePair(*this, init));
   users_.fetch_add(1);
-  attr.send_cq->users_.fetch_add(1);
-  attr.recv_cq->users_.fetch_add(1);
-  if (attr.srq) attr.srq->users_.fetch_add(1);
+  if (init.send_cq) init.send_cq->users_.fetch_add(1);
+  if (init.recv_cq) init.recv_cq->users_.fetch_add(1);
+  if (init.srq) init.srq->users_.fetch_add(1);
   // From here on ~QueuePair undoes everything above.
 
   std::unique_lock barrier(device().quiesce_);
@@ -210,7 +270,8 @@ Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(const QpInitAttr&
   qp->qpn_ = *qpn;
   qp->tqp_ =
       device().config_.transport_factory(init.qp_type, *qpn, init.cap, *this, *qp->send_sink_,
-                                         *qp->recv_sink_, attr.srq ? &attr.srq->rq_ : nullptr);
+                                         *qp->recv_sink_, init.srq ? &init.srq->rq_ : nullptr);
+  if (qp->tqp_ && init.xrcd) qp->tqp_->set_xrc_srqs(init.xrcd);
   barrier.unlock();
   if (!qp->tqp_) return Err(ENOMEM);
   return qp;

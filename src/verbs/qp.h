@@ -45,6 +45,7 @@ class QueuePair {
   uint32_t qp_num() const { return qpn_; }
   QpType type() const { return type_; }
   QpState state() const;
+  // An XRC target's is its domain's hidden PD (verbs/xrc.h).
   ProtectionDomain& pd() { return pd_; }
   const QpInitAttr& init_attr() const { return init_; }
 
@@ -78,9 +79,10 @@ class QueuePair {
   // connected QP drops what did not come along its path (see on_path()).
   enum class Delivery : uint8_t { kTaken, kWrongState, kWrongPath };
   Delivery receive(const wire::RxPacket& packet, Nanos now);
-  // RC and UC take requests and responses only from their path: the IP source must be the remote
-  // GID of the address vector set at RTR, the IP destination the GID the path uses here (the
-  // device's one GID). The UDP source port may be anything: RoCEv2 senders vary it for ECMP
+  // RC, UC and both XRC halves (connected: an initiator talks to one target QP and back) take
+  // requests and responses only from their path: the IP source must be the remote GID of the
+  // address vector set at RTR, the IP destination the GID the path uses here (the device's one
+  // GID). The UDP source port may be anything: RoCEv2 senders vary it for ECMP
   // entropy (IBA annex A17.3.2). UD has no path; its Q_Key and P_Key checks stay in the transport.
   bool on_path(const wire::RxPacket& packet) const;
   size_t transmit(Nanos now, wire::PacketSink& sink, size_t budget);
@@ -138,7 +140,7 @@ Result<transport::AddressVector> make_address_vector(const AhAttr& ah, const Dev
 // pops from it under the QP's lock, and the device takes this lock after the QP's).
 class SharedReceiveQueue {
  public:
-  ~SharedReceiveQueue();
+  virtual ~SharedReceiveQueue();
   SharedReceiveQueue(const SharedReceiveQueue&) = delete;
   SharedReceiveQueue& operator=(const SharedReceiveQueue&) = delete;
 
@@ -152,13 +154,17 @@ class SharedReceiveQueue {
   ProtectionDomain& pd() { return pd_; }
   uint32_t users() const { return users_.load(); }
 
- private:
-  friend class ProtectionDomain;
-  friend class QueuePair;
+ protected:
+  // XrcSharedReceiveQueue (verbs/xrc.h) builds on this; the creator has acquired the device's
+  // kSrq and counted itself in the PD, which the destructor gives back.
   SharedReceiveQueue(ProtectionDomain& pd, const SrqAttr& attr);
   ProtectionDomain& pd_;
   mutable std::mutex mu_;
   transport::RecvQueue rq_;
+
+ private:
+  friend class ProtectionDomain;
+  friend class QueuePair;
   std::atomic<uint32_t> users_{0};
 };
 
