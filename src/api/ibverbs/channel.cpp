@@ -121,6 +121,9 @@ void ContextState::destroy_all() {
       case Kind::kSrq:
         ibv_destroy_srq(&static_cast<Srq*>(abi)->srq);
         break;
+      case Kind::kXrcd:
+        close_xrcd(static_cast<ibv_xrcd*>(abi));  // the ibv_xrcd is its wrapper's first member
+        break;
       case Kind::kMw: {
         ibv_mw* mw = &static_cast<Mw*>(abi)->mw;
         mw->context->ops.dealloc_mw(mw);

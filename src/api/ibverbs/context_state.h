@@ -36,7 +36,21 @@ class ContextState {
   // the context (the kernel does that for a hardware NIC; perftest relies on it).
   // Destruction order: a parent domain before the PD it contains, a thread domain after the
   // parent domains that name it.
-  enum class Kind : uint8_t { kQp, kAh, kSrq, kMw, kMr, kDm, kCq, kParentDomain, kPd, kTd, kChannel };
+  // An XRC domain after the XRC SRQs and target QPs in it.
+  enum class Kind : uint8_t {
+    kQp,
+    kAh,
+    kSrq,
+    kXrcd,
+    kMw,
+    kMr,
+    kDm,
+    kCq,
+    kParentDomain,
+    kPd,
+    kTd,
+    kChannel
+  };
   void add(const void* impl, void* abi_object, Kind kind);
   void remove(const void* impl);
   void* lookup(const void* impl) const;

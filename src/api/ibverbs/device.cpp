@@ -133,7 +133,7 @@ void fill_device_attr(const Device& d, ibv_device_attr* a) {
   // Memory windows: type 1 and type 2 bound to a QP ("2B", IBA 10.6.7.2.2).
   a->device_cap_flags = IBV_DEVICE_RC_RNR_NAK_GEN | IBV_DEVICE_SYS_IMAGE_GUID |
                         IBV_DEVICE_PORT_ACTIVE_EVENT | IBV_DEVICE_CURR_QP_STATE_MOD |
-                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B;
+                        IBV_DEVICE_MEM_WINDOW | IBV_DEVICE_MEM_WINDOW_TYPE_2B | IBV_DEVICE_XRC;
   a->max_sge = Limits::kMaxSge;
   a->max_sge_rd = Limits::kMaxSge;
   a->max_cq = Limits::kMaxCq;

@@ -66,7 +66,8 @@ static_assert(same(t::WcOpcode::kSend, IBV_WC_SEND) &&
               same(t::WcOpcode::kRecvRdmaWithImm, IBV_WC_RECV_RDMA_WITH_IMM));
 static_assert(same(t::kWcGrh, IBV_WC_GRH) && same(t::kWcWithImm, IBV_WC_WITH_IMM));
 static_assert(same(t::QpType::kRc, IBV_QPT_RC) && same(t::QpType::kUc, IBV_QPT_UC) &&
-              same(t::QpType::kUd, IBV_QPT_UD));
+              same(t::QpType::kUd, IBV_QPT_UD) && same(t::QpType::kXrcSend, IBV_QPT_XRC_SEND) &&
+              same(t::QpType::kXrcRecv, IBV_QPT_XRC_RECV));
 static_assert(same(t::QpState::kReset, IBV_QPS_RESET) && same(t::QpState::kInit, IBV_QPS_INIT) &&
               same(t::QpState::kRtr, IBV_QPS_RTR) && same(t::QpState::kRts, IBV_QPS_RTS) &&
               same(t::QpState::kSqd, IBV_QPS_SQD) && same(t::QpState::kSqe, IBV_QPS_SQE) &&
@@ -501,8 +502,9 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   if (!attr) return fail<ibv_qp>(EINVAL);
   // What ibv_create_qp offers, plus the PD through the extended struct, create flags when there
   // are none (programs set the mask with 0) and send_ops_flags (the ibv_wr_* API, qp_ex.cpp).
-  constexpr uint32_t kSupportedMask =
-      IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_CREATE_FLAGS | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+  constexpr uint32_t kSupportedMask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_XRCD |
+                                      IBV_QP_INIT_ATTR_CREATE_FLAGS |
+                                      IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
   if (attr->comp_mask & ~kSupportedMask) return fail<ibv_qp>(EOPNOTSUPP);
   if ((attr->comp_mask & IBV_QP_INIT_ATTR_CREATE_FLAGS) && attr->create_flags != 0) {
     return fail<ibv_qp>(EOPNOTSUPP);
@@ -510,6 +512,12 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   const bool wr_api = (attr->comp_mask & IBV_QP_INIT_ATTR_SEND_OPS_FLAGS) != 0;
   if (wr_api) {
     if (int err = check_send_ops(attr->qp_type, attr->send_ops_flags)) return fail<ibv_qp>(err);
+  }
+  if (attr->qp_type == IBV_QPT_XRC_RECV) {
+    // A target QP belongs to an XRC domain, not a PD (xrc.cpp).
+    if (wr_api) return fail<ibv_qp>(EOPNOTSUPP);
+    if (!(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD)) return fail<ibv_qp>(EINVAL);
+    return create_xrc_target_qp(context, attr);
   }
   if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || !attr->pd) return fail<ibv_qp>(EINVAL);
   if (attr->pd->context != context) return fail<ibv_qp>(EINVAL);
@@ -523,6 +531,8 @@ ibv_qp* create_qp_ex(ibv_context* context, ibv_qp_init_attr_ex* attr) {
   basic.sq_sig_all = attr->sq_sig_all;
   ibv_qp* qp = create_qp_common(attr->pd, &basic);
   if (!qp) return nullptr;
+  attr->recv_cq = basic.recv_cq;
+  attr->srq = basic.srq;
   if (wr_api) {
     // A parent domain with a thread domain: the caller serializes, as with rdma-core's
     // providers (ibv_wr_post(3), CONCURRENCY).
@@ -645,6 +655,7 @@ int convert_send_wr(const ibv_qp& qp, const ibv_send_wr& wr, t::Sge* sges, t::Se
     default:
       break;
   }
+  if (qp.qp_type == IBV_QPT_XRC_SEND) w.remote_srqn = wr.qp_type.xrc.remote_srqn;
   if (qp.qp_type == IBV_QPT_UD) {
     if (!wr.wr.ud.ah) return EINVAL;
     w.ah = &from(wr.wr.ud.ah)->impl->av();
@@ -670,6 +681,7 @@ void install_ops(verbs_context* vctx) {
   vctx->create_cq_ex = create_cq_ex;
   install_memory_ops(vctx);
   install_domain_ops(vctx);
+  install_xrc_ops(vctx);
 }
 
 namespace {
@@ -677,27 +689,43 @@ namespace {
 ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr) {
   if (!pd || !attr) return fail<ibv_qp>(EINVAL);
   if (int err = usable(pd->context)) return fail<ibv_qp>(err);
-  if (attr->qp_type != IBV_QPT_RC && attr->qp_type != IBV_QPT_UC && attr->qp_type != IBV_QPT_UD) {
+  const ibv_qp_type type = attr->qp_type;
+  if (type == IBV_QPT_XRC_RECV) return fail<ibv_qp>(EINVAL);  // needs an XRC domain (create_qp_ex)
+  if (type != IBV_QPT_RC && type != IBV_QPT_UC && type != IBV_QPT_UD && type != IBV_QPT_XRC_SEND) {
     return fail<ibv_qp>(EOPNOTSUPP);
   }
-  if (!attr->send_cq || !attr->recv_cq) return fail<ibv_qp>(EINVAL);
+  // An XRC initiator has no receive side: its recv CQ and SRQ are ignored, as the kernel does.
+  if (type == IBV_QPT_XRC_SEND) {
+    attr->recv_cq = nullptr;
+    attr->srq = nullptr;
+  }
+  if (!attr->send_cq || (type != IBV_QPT_XRC_SEND && !attr->recv_cq)) return fail<ibv_qp>(EINVAL);
   v::QpInitAttr init;
   init.send_cq = from(attr->send_cq)->impl;
-  init.recv_cq = from(attr->recv_cq)->impl;
+  init.recv_cq = attr->recv_cq ? from(attr->recv_cq)->impl : nullptr;
   init.srq = attr->srq ? from(attr->srq)->impl : nullptr;
   init.cap = to_verbs(attr->cap);
-  init.qp_type = static_cast<v::QpType>(attr->qp_type);
+  init.qp_type = static_cast<v::QpType>(type);
   init.sq_sig_all = attr->sq_sig_all != 0;
   // ibv_qp_init_attr has no field for these: the environment chose them for the NIC (config.h).
   apply_qp_defaults(state_of(pd->context)->runtime()->qp_defaults(), init);
   auto impl = from(pd)->impl->create_qp(init);
   if (!impl.ok()) return fail<ibv_qp>(impl.error());
+  return wrap_qp(pd->context, pd, impl->release(), attr);
+}
+
+}  // namespace
+
+ibv_qp* wrap_qp(ibv_context* context, ibv_pd* pd, verbs::QueuePair* impl, ibv_qp_init_attr* attr) {
   auto* q = new (std::nothrow) Qp{};
-  if (!q) return fail<ibv_qp>(ENOMEM);
-  q->impl = impl->release();
-  q->runtime = state_of(pd->context)->runtime();
+  if (!q) {
+    delete impl;
+    return fail<ibv_qp>(ENOMEM);
+  }
+  q->impl = impl;
+  q->runtime = state_of(context)->runtime();
   ibv_qp& qp = q->ex.qp_base;
-  qp.context = pd->context;
+  qp.context = context;
   qp.qp_context = attr->qp_context;
   qp.pd = pd;
   qp.send_cq = attr->send_cq;
@@ -713,11 +741,10 @@ ibv_qp* create_qp_common(ibv_pd* pd, ibv_qp_init_attr* attr) {
   // Like a provider, report the capacities actually granted.
   attr->cap = to_ibv(q->impl->init_attr().cap);
   retain_pd(pd);
-  state_of(pd->context)->add(q->impl, q, ContextState::Kind::kQp);
+  state_of(context)->add(q->impl, q, ContextState::Kind::kQp);
   return &qp;
 }
 
-}  // namespace
 }  // namespace uroce::abi
 
 using namespace uroce::abi;

@@ -50,7 +50,8 @@ struct Qp {
 };
 struct Srq {
   ibv_srq srq;
-  verbs::SharedReceiveQueue* impl;
+  verbs::SharedReceiveQueue* impl;  // an XRC SRQ's is a verbs::XrcSharedReceiveQueue
+  uint32_t srq_num;                 // XRC SRQs (ibv_get_srq_num); 0 for the others
 };
 struct Ah {
   ibv_ah ah;
@@ -94,6 +95,16 @@ inline ibv_qp* qp_of(Qp* q) {
 // must outlive the use of `out`. 0 or EINVAL.
 int convert_send_wr(const ibv_qp& qp, const ibv_send_wr& wr, transport::Sge* sges,
                     transport::SendWr* out);
+
+// objects.cpp: the ibv_qp of a new verbs QP, which it takes over (deleted if wrapping fails);
+// `pd` is null for an XRC target. Reports the capacities granted in attr->cap.
+ibv_qp* wrap_qp(ibv_context* context, ibv_pd* pd, verbs::QueuePair* impl, ibv_qp_init_attr* attr);
+
+// xrc.cpp: XRC domains and XRC SRQs (ibv_open_xrcd, ibv_create_srq_ex, ibv_get_srq_num) and
+// target QPs (ibv_create_qp_ex with IBV_QPT_XRC_RECV, which create_qp_ex hands over).
+void install_xrc_ops(verbs_context* vctx);
+ibv_qp* create_xrc_target_qp(ibv_context* context, ibv_qp_init_attr_ex* attr);
+int close_xrcd(ibv_xrcd* xrcd);
 
 // qp_ex.cpp: the ibv_wr_* API.
 // EOPNOTSUPP unless every operation in `send_ops_flags` is one uroce does on `type`.

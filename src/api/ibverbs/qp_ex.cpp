@@ -223,6 +223,13 @@ void wr_set_ud_addr(ibv_qp_ex* qpx, ibv_ah* ah, uint32_t remote_qpn, uint32_t re
   p->wr.wr.ud.remote_qkey = remote_qkey;
 }
 
+// XRC initiators: the XRC SRQ at the target the request is for (its XRCETH).
+void wr_set_xrc_srqn(ibv_qp_ex* qpx, uint32_t remote_srqn) {
+  PendingWr* p = last_wr(qpx);
+  if (!p) return;
+  p->wr.qp_type.xrc.remote_srqn = remote_srqn;
+}
+
 // ---- The region --------------------------------------------------------------------------------
 
 void wr_start(ibv_qp_ex* qpx) {
@@ -288,8 +295,8 @@ void wr_abort(ibv_qp_ex* qpx) {
   close_region(*qp_of_ex(qpx)->batch);
 }
 
-// What uroce's transport does per QP type (transport/requester.cpp, opcode_allowed): RC all of
-// the classic opcodes, UC sends, writes and local window operations, UD sends.
+// What uroce's transport does per QP type (transport/requester.cpp, opcode_allowed): RC and XRC
+// initiators all of the classic opcodes, UC sends, writes and local window operations, UD sends.
 constexpr uint64_t kRcSendOps = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM |
                                 IBV_QP_EX_WITH_SEND | IBV_QP_EX_WITH_SEND_WITH_IMM |
                                 IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP |
@@ -306,6 +313,7 @@ int check_send_ops(ibv_qp_type type, uint64_t send_ops_flags) {
   uint64_t supported = 0;
   switch (type) {
     case IBV_QPT_RC:
+    case IBV_QPT_XRC_SEND:
       supported = kRcSendOps;
       break;
     case IBV_QPT_UC:
@@ -329,7 +337,8 @@ int attach_wr_batch(Qp* q, uint64_t send_ops_flags, bool serialize) {
   ibv_qp_ex& ex = q->ex;
   ex.comp_mask = 0;
   // Builders only for the operations asked for (the others stay null, as with rdma-core's
-  // providers); TSO, XRC SRQ numbers and atomic write are never installed.
+  // providers); TSO and atomic write are never installed, the XRC SRQ setter only on XRC
+  // initiators.
   if (send_ops_flags & IBV_QP_EX_WITH_SEND) ex.wr_send = wr_send;
   if (send_ops_flags & IBV_QP_EX_WITH_SEND_WITH_IMM) ex.wr_send_imm = wr_send_imm;
   if (send_ops_flags & IBV_QP_EX_WITH_SEND_WITH_INV) ex.wr_send_inv = wr_send_inv;
@@ -347,6 +356,7 @@ int attach_wr_batch(Qp* q, uint64_t send_ops_flags, bool serialize) {
   ex.wr_set_inline_data = wr_set_inline_data;
   ex.wr_set_inline_data_list = wr_set_inline_data_list;
   ex.wr_set_ud_addr = wr_set_ud_addr;  // ignored unless UD
+  if (q->ex.qp_base.qp_type == IBV_QPT_XRC_SEND) ex.wr_set_xrc_srqn = wr_set_xrc_srqn;
   ex.wr_start = wr_start;
   ex.wr_complete = wr_complete;
   ex.wr_abort = wr_abort;
