@@ -123,6 +123,8 @@ void fill_memory_caps(ibv_device_attr_ex* attr) {
   attr->odp_caps.per_transport_caps.uc_odp_caps =
       kSendRecv | IBV_ODP_SUPPORT_WRITE | IBV_ODP_SUPPORT_SRQ_RECV;
   attr->odp_caps.per_transport_caps.ud_odp_caps = kSendRecv | IBV_ODP_SUPPORT_SRQ_RECV;
+  // XRC is RC's engines; a target reaches memory through its XRC SRQ's PD, as any QP does.
+  attr->xrc_odp_caps = attr->odp_caps.per_transport_caps.rc_odp_caps;
 }
 
 }  // namespace uroce::abi
