@@ -162,10 +162,22 @@ static void check_async_fd(struct ibv_context* ctx) {
 
 static void check_unsupported(struct ibv_context* ctx) {
   /* Extended verbs uroce does not offer answer like rdma-core's defaults: NULL + errno. */
+  struct ibv_qp_open_attr oattr = {0};
+  errno = 0;
+  CHECK(ibv_open_qp(ctx, &oattr) == NULL);
+  CHECK(errno == EOPNOTSUPP);
+  /* XRC domains are offered: without FD and OFLAGS the attributes are EINVAL (as rdma-core's
+   * ibv_cmd_open_xrcd); fd -1 with O_CREAT opens a domain of its own. */
   struct ibv_xrcd_init_attr xattr = {0};
   errno = 0;
   CHECK(ibv_open_xrcd(ctx, &xattr) == NULL);
-  CHECK(errno == EOPNOTSUPP || errno == ENOSYS);
+  CHECK(errno == EINVAL);
+  xattr.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+  xattr.fd = -1;
+  xattr.oflags = O_CREAT;
+  struct ibv_xrcd* xrcd = ibv_open_xrcd(ctx, &xattr);
+  CHECK(xrcd != NULL);
+  if (xrcd) CHECK(ibv_close_xrcd(xrcd) == 0);
   /* Thread domains are offered (tests/abi checks them with parent domains). */
   struct ibv_td_init_attr tattr = {0};
   struct ibv_td* td = ibv_alloc_td(ctx, &tattr);
@@ -340,6 +352,7 @@ static void check_memory_windows(struct end* a, struct end* b) {
   CHECK(attr.max_mw > 0);
   CHECK(attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW);
   CHECK(attr.device_cap_flags & IBV_DEVICE_MEM_WINDOW_TYPE_2B);
+  CHECK(attr.device_cap_flags & IBV_DEVICE_XRC);
   char* region = b->buf + 6144;
   struct ibv_mr* mr = ibv_reg_mr(b->pd, region, 1024, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_MW_BIND);
   struct ibv_mw* mw = ibv_alloc_mw(b->pd, IBV_MW_TYPE_2);
