@@ -21,7 +21,8 @@
 //     (as in libibverbs).
 //   - Lock order: Device::quiesce (shared for progress passes, posts and modify; exclusive for
 //     destroy/dereg, which thereby wait out any pass in flight) -> QueuePair -> XrcDomain's SRQ
-//     directory -> SharedReceiveQueue -> CompletionQueue -> event queues. No lock is held while calling anything outside uroce.
+//     directory -> SharedReceiveQueue -> CompletionQueue -> event queues. No lock is held while
+//     calling anything outside uroce.
 #include <array>
 #include <atomic>
 #include <cstdint>

@@ -64,8 +64,7 @@ constexpr Row kTable[] = {
     {S::kRtr,
      S::kRts,
      {kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpSqPsn | kQpMaxQpRdAtomic, kQpSqPsn, kQpSqPsn,
-      kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpSqPsn | kQpMaxQpRdAtomic,
-      kQpTimeout | kQpSqPsn},
+      kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpSqPsn | kQpMaxQpRdAtomic, kQpTimeout | kQpSqPsn},
      {kRcRts, kConnRts, kUdRts, kConnRts, kRcRts}},
     {S::kRts, S::kRts, {}, {kRcRts, kConnRts, kUdRts, kConnRts, kRcRts}},
     {S::kRts,
@@ -80,8 +79,7 @@ constexpr Row kTable[] = {
      {kQpPort | kQpAv | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic |
           kQpMaxDestRdAtomic | kQpAltPath | kQpAccessFlags | kQpPkeyIndex | kQpMinRnrTimer |
           kQpPathMigState,
-      kQpAv | kQpAltPath | kQpAccessFlags | kQpPkeyIndex | kQpPathMigState,
-      kQpPkeyIndex | kQpQkey,
+      kQpAv | kQpAltPath | kQpAccessFlags | kQpPkeyIndex | kQpPathMigState, kQpPkeyIndex | kQpQkey,
       kQpPort | kQpAv | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic | kQpAltPath |
           kQpAccessFlags | kQpPkeyIndex | kQpPathMigState,
       kQpPort | kQpAv | kQpTimeout | kQpMaxDestRdAtomic | kQpAltPath | kQpAccessFlags |
@@ -444,7 +442,9 @@ int QueuePair::post_send_all(std::span<const transport::SendWr> wrs) {
 }
 
 int QueuePair::post_recv(const transport::RecvWr& wr) {
-  if (init_.srq) return EINVAL;  // receives go to the SRQ
+  // Receives go to the SRQ; an XRC initiator receives nothing, a target takes its receives
+  // from the XRC SRQ each request names.
+  if (init_.srq || is_xrc(type_)) return EINVAL;
   std::shared_lock quiesce(dev_.quiesce_);
   Guard guard(*this);
   // The receive queue accepts work from INIT on (IBA 10.3.1).

@@ -12,6 +12,8 @@
 // Another process (or context) opening that file gets a domain of its own: sharing across
 // processes would need the domain's SRQ directory in memory every process maps, and target QPs
 // whose packets any of them could receive (docs/ibverbs.md, "XRC").
+#include "verbs/xrc.h"
+
 #include <fcntl.h>
 #include <sys/stat.h>
 
@@ -27,7 +29,6 @@
 #include "api/ibverbs/objects.h"
 #include "api/ibverbs/runtime.h"
 #include "api/uroce.h"
-#include "verbs/xrc.h"
 
 namespace uroce::abi {
 namespace {
@@ -123,8 +124,8 @@ ibv_xrcd* open_xrcd(ibv_context* context, ibv_xrcd_init_attr* attr) {
 
 ibv_srq* create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr) {
   if (!attr) return fail<ibv_srq>(EINVAL);
-  constexpr uint32_t kSupported = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD |
-                                  IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+  constexpr uint32_t kSupported =
+      IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD | IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
   if (attr->comp_mask & ~kSupported) return fail<ibv_srq>(EOPNOTSUPP);
   const bool typed = (attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE) != 0;
   if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || !attr->pd) return fail<ibv_srq>(EINVAL);
@@ -141,8 +142,8 @@ ibv_srq* create_srq_ex(ibv_context* context, ibv_srq_init_attr_ex* attr) {
     return fail<ibv_srq>(EINVAL);
   if (int err = usable(context)) return fail<ibv_srq>(err);
   verbs::SrqAttr a{attr->attr.max_wr, attr->attr.max_sge, attr->attr.srq_limit};
-  auto impl = xrcd_of(attr->xrcd)->shared->impl->create_srq(*from(attr->pd)->impl,
-                                                          *from(attr->cq)->impl, a);
+  auto impl = xrcd_of(attr->xrcd)
+                  ->shared->impl->create_srq(*from(attr->pd)->impl, *from(attr->cq)->impl, a);
   if (!impl.ok()) return fail<ibv_srq>(impl.error());
   auto* s = new (std::nothrow) Srq{};
   if (!s) return fail<ibv_srq>(ENOMEM);
