@@ -491,13 +491,17 @@ std::vector<std::string> caption(const ExperimentResult& r) {
                   " B, Pmax " + param(r, "pmax") + "; PFC XOFF " + param(r, "xoff_bytes") +
                   " B per ingress port; buffer " + param(r, "buffer_bytes") + " B; sample " +
                   param(r, "sample_ns") + " ns");
-  std::string res;
-  for (const char* k : {"bottleneck_util", "jain", "last_done_us", "pause_frames", "cnps_received",
-                        "rate_cuts", "queue_avg_bytes", "queue_max_bytes"}) {
-    const double v = r.number(k);
-    if (!std::isnan(v)) res += std::string(res.empty() ? "" : ", ") + k + " " + num(v);
+  for (const auto& keys : {std::vector<const char*>{"bottleneck_util", "jain", "last_done_us",
+                                                    "queue_avg_bytes", "queue_max_bytes"},
+                           std::vector<const char*>{"pause_frames", "cnps_received", "rate_cuts",
+                                                    "drops", "retransmitted_packets"}}) {
+    std::string res;
+    for (const char* k : keys) {
+      const double v = r.number(k);
+      if (!std::isnan(v)) res += std::string(res.empty() ? "" : ", ") + k + " " + num(v);
+    }
+    lines.push_back("results: " + res);
   }
-  lines.push_back("results: " + res);
   return lines;
 }
 
@@ -567,7 +571,7 @@ bool write_outputs(const ExperimentResult& r, const std::string& dir, const std:
     tput.series.push_back(std::move(ts));
   }
   if (nq > 0) {
-    PlotSeries us{"bottleneck utilization x line rate", {}, true};
+    PlotSeries us{"bottleneck (util x line)", {}, true};
     PlotSeries qs{"data queue (KB)", {}, false};
     for (size_t s = 0; s < run.samples.size(); ++s) {
       const double t = static_cast<double>(run.samples[s].t) / 1e3;

@@ -40,18 +40,21 @@ std::vector<double> nice_ticks(double lo, double hi, int target) {
   if (!(hi > lo) || target < 1) return {lo};
   const double raw = (hi - lo) / target;
   const double mag = std::pow(10.0, std::floor(std::log10(raw)));
-  double step = mag;
+  double mult = 1;
   for (double m : {1.0, 2.0, 5.0, 10.0}) {
-    step = m * mag;
-    if (step >= raw) break;
+    mult = m;
+    if (m * mag >= raw) break;
   }
-  for (double t = std::ceil(lo / step) * step; t <= hi + step * 1e-9; t += step)
-    ticks.push_back(std::abs(t) < step * 1e-9 ? 0 : t);
+  const double step = mult * mag;
+  // Ticks as integers scaled once (k * mult / 10^n), so 0.6 prints as 0.6, not a sum's residue.
+  const double inv = mag < 1 ? std::round(1 / mag) : 0;
+  for (double k = std::ceil(lo / step); k * step <= hi + step * 1e-9; k += 1)
+    ticks.push_back(inv > 0 ? k * mult / inv : k * mult * mag);
   return ticks;
 }
 
 std::string render_svg(const Plot& p) {
-  const double W = 900, L = 80, R = 190, T = 40, H = 300;
+  const double W = 960, L = 80, R = 250, T = 40, H = 300;
   const double plot_w = W - L - R;
   const double caption_h = 16.0 * static_cast<double>(p.caption.size()) + 10;
   const double total_h = T + H + 50 + caption_h;
@@ -65,6 +68,7 @@ std::string render_svg(const Plot& p) {
       xmax = std::max(xmax, x);
       ymax = std::max(ymax, y);
     }
+  xmin = std::min(xmin, p.x_min);
   if (!any || xmax <= xmin) xmax = xmin + 1;
   if (ymax <= p.y_min) ymax = p.y_min + 1;
   const std::vector<double> yt = nice_ticks(p.y_min, ymax, 6);

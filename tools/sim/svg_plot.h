@@ -21,6 +21,7 @@ struct Plot {
   std::vector<PlotSeries> series;
   std::vector<std::string> caption;  // lines under the chart
   double y_min = 0;                  // the y axis starts here; its top is the data's maximum
+  double x_min = 0;                  // the x axis starts here or at the data's minimum if lower
 };
 
 // Round tick values covering [lo, hi] (at most about `target` of them, steps of 1, 2 or 5 x 10^k).
