@@ -4,7 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
-#include <iterator>
+#include <sstream>
 
 #include "sim/experiments.h"
 #include "sim/svg_plot.h"
@@ -149,7 +149,9 @@ TEST(LabPlots, OutputsGoToANewFolderWithLegendAndCaption) {
        {"incast.csv", "incast-rate.svg", "incast-throughput.svg", "incast-queue.svg"})
     EXPECT_TRUE(std::filesystem::exists(dir + "/" + f)) << f;
   std::ifstream svg(dir + "/incast-rate.svg");
-  const std::string text((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
+  std::stringstream ss;
+  ss << svg.rdbuf();
+  const std::string text = ss.str();
   EXPECT_NE(text.find("flow 0: host 0 -&gt; 2"), std::string::npos);
   EXPECT_NE(text.find("flow 1: host 1 -&gt; 2"), std::string::npos);
   EXPECT_NE(text.find("seed 1"), std::string::npos);
