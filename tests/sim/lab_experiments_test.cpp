@@ -42,7 +42,7 @@ TEST(LabExperiments, IncastDcqcnCutsPausesAndQueue) {
   EXPECT_EQ(pfc.number("pause_frames"), 400);
   EXPECT_LE(both.number("pause_frames"), pfc.number("pause_frames") / 2);
   EXPECT_LT(both.number("queue_avg_bytes"), pfc.number("queue_avg_bytes"));
-  EXPECT_EQ(both.number("cnps_received"), 1049);
+  EXPECT_EQ(both.number("cnps_received"), 1164);
   EXPECT_EQ(pfc.number("cnps_sent"), 0);
   EXPECT_EQ(pfc.number("drops"), 0);
   EXPECT_EQ(both.number("drops"), 0);
@@ -130,8 +130,7 @@ TEST(LabExperiments, LossSelectiveRepeatBeatsGoBackNAtOnePercent) {
 }
 
 TEST(LabPlots, TicksAreRoundAndCoverTheRange) {
-  EXPECT_EQ(nice_ticks(0, 805, 8),
-            (std::vector<double>{0, 100, 200, 300, 400, 500, 600, 700, 800}));
+  EXPECT_EQ(nice_ticks(0, 805, 8), (std::vector<double>{0, 200, 400, 600, 800}));
   EXPECT_EQ(nice_ticks(0, 1, 6), (std::vector<double>{0, 0.2, 0.4, 0.6, 0.8, 1}));
   EXPECT_EQ(nice_ticks(0, 363, 6), (std::vector<double>{0, 100, 200, 300}));
 }
