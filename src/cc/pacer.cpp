@@ -11,9 +11,18 @@ void Pacer::set_rate(uint64_t rate_bps, uint32_t burst_bytes) {
 }
 
 void Pacer::set_rate_at(Nanos now, uint64_t rate_bps) {
-  if (rate_bps_ != kUnlimited && !fresh_) {
+  const bool cut = rate_bps_ != kUnlimited && rate_bps != kUnlimited && rate_bps < rate_bps_;
+  if (rate_bps_ != kUnlimited && (!fresh_ || cut)) {
     credit_ = credit_at(now);
     last_update_ = std::max(last_update_, now);
+  }
+  // Credit saved at the old rate is a licence to send at the old rate; a cut revokes it. Kept, a
+  // full bucket let a flow cut from line rate go on at line rate for burst/(line - new rate)
+  // (10 us for 64 KiB at 100 -> 50 Gb/s), longer than a fabric round trip, so the queue kept
+  // growing, kept being marked and drew cut after cut (docs/experiments.md, "Parking lot").
+  if (cut) {
+    credit_ = std::min<__int128>(credit_, 0);
+    fresh_ = false;
   }
   set_rate(rate_bps, burst_bytes_);
 }

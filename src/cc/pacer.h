@@ -22,6 +22,7 @@ class Pacer {
   // counted at the new rate; use set_rate_at() to settle it at the old rate first.
   void set_rate(uint64_t rate_bps, uint32_t burst_bytes = 64 * 1024);
   // The same, with the credit up to `now` earned at the old rate (what a DCQCN rate change wants).
+  // A lower rate also drops any saved credit, so a cut holds from the next packet on.
   void set_rate_at(Nanos now, uint64_t rate_bps);
   uint64_t rate_bps() const { return rate_bps_; }
   uint32_t burst_bytes() const { return burst_bytes_; }

@@ -251,11 +251,17 @@ void World::sample(Nanos now) {
   Sample s;
   s.t = now;
   const uint8_t prio = config_.data_dscp >> 3;
-  for (fabric::PortId p : watched_) s.queue_bytes.push_back(fabric_->queue_bytes(p, prio));
+  for (fabric::PortId p : watched_) {
+    s.queue_bytes.push_back(fabric_->queue_bytes(p, prio));
+    s.port_tx_bytes.push_back(fabric_->port_counters(p).tx_bytes);
+  }
   for (auto& f : flows_) {
     s.rate_bps.push_back(f->s_nic->pacer().rate_bps());
     s.rx_bytes.push_back(f->r_nic->counters().rx_bytes);
+    s.cnps_received.push_back(f->s_nic->counters().cnps_received);
+    s.rate_cuts.push_back(f->s_nic->counters().rate_cuts);
   }
+  s.pause_frames = fabric_->counters().pause_frames;
   result_.samples.push_back(std::move(s));
 }
 

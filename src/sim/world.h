@@ -63,6 +63,11 @@ struct Sample {
   std::vector<uint64_t> queue_bytes;  // one per watched port (priority of data)
   std::vector<uint64_t> rate_bps;     // one per flow: the sender's pacer rate (0 = unpaced)
   std::vector<uint64_t> rx_bytes;     // one per flow: payload bytes the receiver QP took so far
+  // Running totals, so any interval's count is a difference of two samples.
+  std::vector<uint64_t> port_tx_bytes;  // one per watched port: wire bytes sent, every priority
+  std::vector<uint64_t> cnps_received;  // one per flow: CNPs the sender took
+  std::vector<uint64_t> rate_cuts;      // one per flow: the sender's DCQCN rate cuts
+  uint64_t pause_frames = 0;            // the fabric's pause frames so far
 };
 
 struct RunResult {

@@ -2,7 +2,12 @@
 // the experiment is about (docs/experiments.md), and that every byte of every flow verified.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
 #include "sim/experiments.h"
+#include "sim/svg_plot.h"
 
 namespace uroce::simlab {
 namespace {
@@ -37,7 +42,7 @@ TEST(LabExperiments, IncastDcqcnCutsPausesAndQueue) {
   EXPECT_EQ(pfc.number("pause_frames"), 400);
   EXPECT_LE(both.number("pause_frames"), pfc.number("pause_frames") / 2);
   EXPECT_LT(both.number("queue_avg_bytes"), pfc.number("queue_avg_bytes"));
-  EXPECT_EQ(both.number("cnps_received"), 1049);
+  EXPECT_EQ(both.number("cnps_received"), 1164);
   EXPECT_EQ(pfc.number("cnps_sent"), 0);
   EXPECT_EQ(pfc.number("drops"), 0);
   EXPECT_EQ(both.number("drops"), 0);
@@ -61,6 +66,23 @@ TEST(LabExperiments, ParkingLotPfcIsUnfairDcqcnIsFairer) {
   EXPECT_NEAR(pfc.number("share_1"), 0.25, 0.05);
   EXPECT_NEAR(pfc.number("share_2"), 0.50, 0.05);
   EXPECT_GT(dcqcn.number("jain"), pfc.number("jain"));
+  EXPECT_GE(dcqcn.number("jain"), 0.95);
+  // PFC alone is work-conserving: the receiver's link is busy from start to last completion.
+  EXPECT_GE(pfc.number("bottleneck_util"), 0.90);
+  EXPECT_LE(pfc.number("bottleneck_util"), 1.0);
+  // Every flow reports its completion and what congestion control did to it; the totals add up.
+  double cnps = 0, cuts = 0;
+  for (int i = 0; i < 3; ++i) {
+    const std::string k = "flow" + std::to_string(i) + "_";
+    EXPECT_GT(dcqcn.number(k + "done_us"), 0) << i;
+    EXPECT_GT(dcqcn.number(k + "gbps"), 0) << i;
+    EXPECT_EQ(pfc.number(k + "cnps"), 0) << i;
+    cnps += dcqcn.number(k + "cnps");
+    cuts += dcqcn.number(k + "rate_cuts");
+  }
+  EXPECT_EQ(cnps, dcqcn.number("cnps_received"));
+  EXPECT_EQ(cuts, dcqcn.number("rate_cuts"));
+  EXPECT_GT(cuts, 0);
 }
 
 TEST(LabExperiments, VictimFlowIsFreedByDcqcn) {
@@ -105,6 +127,35 @@ TEST(LabExperiments, LossSelectiveRepeatBeatsGoBackNAtOnePercent) {
   EXPECT_LT(r.number("retransmitted_bytes_sr"), r.number("retransmitted_bytes_gbn") / 10);
   EXPECT_EQ(r.number("ooo_buffered_sr"), 1953);
   EXPECT_EQ(r.number("ooo_buffered_gbn"), 0);
+}
+
+TEST(LabPlots, TicksAreRoundAndCoverTheRange) {
+  EXPECT_EQ(nice_ticks(0, 805, 8), (std::vector<double>{0, 200, 400, 600, 800}));
+  EXPECT_EQ(nice_ticks(0, 1, 6), (std::vector<double>{0, 0.2, 0.4, 0.6, 0.8, 1}));
+  EXPECT_EQ(nice_ticks(0, 363, 6), (std::vector<double>{0, 100, 200, 300}));
+}
+
+TEST(LabPlots, OutputsGoToANewFolderWithLegendAndCaption) {
+  ExperimentParams p = small(Mode::kPfcDcqcn);
+  p.senders = 2;
+  p.flow_bytes = 64 * 1024;
+  const ExperimentResult r = run_incast(p);
+  const std::string dir =
+      (std::filesystem::temp_directory_path() / "uroce_lab_plots" / "nested").string();
+  std::filesystem::remove_all(dir);
+  ASSERT_TRUE(write_outputs(r, dir, "incast"));
+  for (const char* f :
+       {"incast.csv", "incast-rate.svg", "incast-throughput.svg", "incast-queue.svg"})
+    EXPECT_TRUE(std::filesystem::exists(dir + "/" + f)) << f;
+  std::ifstream svg(dir + "/incast-rate.svg");
+  std::stringstream ss;
+  ss << svg.rdbuf();
+  const std::string text = ss.str();
+  EXPECT_NE(text.find("flow 0: host 0 -&gt; 2"), std::string::npos);
+  EXPECT_NE(text.find("flow 1: host 1 -&gt; 2"), std::string::npos);
+  EXPECT_NE(text.find("seed 1"), std::string::npos);
+  EXPECT_NE(text.find("time (us)"), std::string::npos);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(LabExperiments, SameSeedSameRun) {

@@ -53,12 +53,12 @@ TEST(LabFabricLink, CeMarkingBottleneckSlowsTheSenders) {
   world.add_flow({1, 2, 1 << 20, 0});
   const RunResult r = world.run();
   ASSERT_TRUE(r.ok) << r.failure;
-  EXPECT_EQ(r.fabric.ecn_marked, 15u);
+  EXPECT_EQ(r.fabric.ecn_marked, 10u);
   for (size_t i = 0; i < 2; ++i) {
     const FlowResult& f = r.flows[i];
     EXPECT_TRUE(f.verified);
-    EXPECT_EQ(f.receiver.ce_marked, (std::array<uint64_t, 2>{10, 5})[i]);
-    EXPECT_EQ(f.receiver.cnps_sent, (std::array<uint64_t, 2>{10, 3})[i]);
+    EXPECT_EQ(f.receiver.ce_marked, (std::array<uint64_t, 2>{6, 4})[i]);
+    EXPECT_EQ(f.receiver.cnps_sent, (std::array<uint64_t, 2>{6, 3})[i]);
     EXPECT_EQ(f.sender.cnps_received, f.receiver.cnps_sent) << "CNPs go strict priority, unlost";
     uint64_t lowest = ~uint64_t{0};
     for (const Sample& s : r.samples) lowest = std::min(lowest, s.rate_bps[i]);

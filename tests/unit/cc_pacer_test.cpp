@@ -106,6 +106,34 @@ TEST(Pacer, RateChangeSettlesCreditAtTheOldRate) {
   EXPECT_EQ(b.next_send_time(4096, 1024), 4096u);
 }
 
+TEST(Pacer, RateCutDropsSavedCreditSoTheCutHoldsAtOnce) {
+  // A flow at 100 Gb/s with a full 64 KiB bucket (fresh: nothing sent yet) is cut to 50 Gb/s at
+  // 1000 ns. The next packet may go at once, but the one after it must wait for its 1024 bytes at
+  // the new rate: 1024 * 8 / 50 = 163.84 -> 164 ns. Before the fix the saved 64 KiB let it send
+  // 64 packets back to back at line rate first.
+  Pacer p;
+  p.set_rate(100'000'000'000);
+  p.set_rate_at(1000, 50'000'000'000);
+  EXPECT_EQ(p.next_send_time(1000, 1024), 1000u);
+  p.on_sent(1000, 1024);
+  EXPECT_EQ(p.next_send_time(1000, 1024), 1164u);
+  // The same after some sending at the old rate: at 100 Gb/s 1024 B earn back in 81.92 ns, so the
+  // bucket is full again by 2000 ns; the cut at 2000 ns leaves none of it.
+  Pacer q;
+  q.set_rate(100'000'000'000);
+  q.on_sent(1000, 1024);
+  q.set_rate_at(2000, 50'000'000'000);
+  EXPECT_DOUBLE_EQ(q.credit_bytes(2000), 0.0);
+  q.on_sent(2000, 1024);
+  EXPECT_EQ(q.next_send_time(2000, 1024), 2164u);
+  // A rate increase keeps what was saved (recovery is not penalised).
+  Pacer r;
+  r.set_rate(10'000'000'000, 4096);
+  r.on_sent(0, 1024);
+  r.set_rate_at(100'000, 20'000'000'000);
+  EXPECT_DOUBLE_EQ(r.credit_bytes(100'000), 4096.0);
+}
+
 TEST(Pacer, UnlimitedToLimitedStartsWithAFullBucket) {
   Pacer p;
   for (int i = 0; i < 10; ++i) p.on_sent(100, 4096);

@@ -32,7 +32,9 @@ TEST(SimCli, IncastRunsAndWritesItsOutputs) {
   EXPECT_NE(out.find("result flows_verified=2"), std::string::npos) << out;
   EXPECT_NE(out.find("mode=pfc+dcqcn"), std::string::npos) << out;
   EXPECT_TRUE(std::filesystem::exists(dir / "incast-pfc_dcqcn.csv"));
-  EXPECT_TRUE(std::filesystem::exists(dir / "incast-pfc_dcqcn.svg"));
+  for (const char* fig : {"rate", "throughput", "queue"})
+    EXPECT_TRUE(std::filesystem::exists(dir / ("incast-pfc_dcqcn-" + std::string(fig) + ".svg")))
+        << fig;
   std::filesystem::remove_all(dir);
 }
 

@@ -3,9 +3,12 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
+
+#include "sim/svg_plot.h"
 
 namespace uroce::simlab {
 namespace {
@@ -59,6 +62,7 @@ WorldConfig world_config(const ExperimentParams& p) {
 ExperimentResult start(const std::string& name, const ExperimentParams& p) {
   ExperimentResult r;
   r.name = name;
+  r.line_rate_bps = static_cast<double>(p.rate_bps);
   auto& k = r.params;
   k.emplace_back("experiment", name);
   k.emplace_back("seed", std::to_string(p.seed));
@@ -115,6 +119,38 @@ void summarize(ExperimentResult& r) {
   put(r, "cnps_sent", static_cast<double>(cnps_sent));
   put(r, "cnps_received", static_cast<double>(cnps_received));
   put(r, "retransmitted_packets", static_cast<double>(retx));
+  // Per flow: completion, throughput over its own lifetime, what congestion control did to it.
+  uint64_t cuts = 0;
+  for (size_t i = 0; i < run.flows.size(); ++i) {
+    const FlowResult& f = run.flows[i];
+    const std::string k = "flow" + std::to_string(i) + "_";
+    const bool done = f.done_ns != kNever;
+    put(r, k + "done_us", done ? static_cast<double>(f.done_ns) / 1e3 : -1);
+    put(r, k + "gbps",
+        done && f.done_ns > f.spec.start_ns ? static_cast<double>(f.spec.bytes) * 8 /
+                                                  static_cast<double>(f.done_ns - f.spec.start_ns)
+                                            : 0);
+    put(r, k + "cnps", static_cast<double>(f.sender.cnps_received));
+    put(r, k + "rate_cuts", static_cast<double>(f.sender.rate_cuts));
+    put(r, k + "min_rate_gbps", static_cast<double>(f.sender.dcqcn_min_rate_mbps) / 1e3);
+    cuts += f.sender.rate_cuts;
+  }
+  put(r, "rate_cuts", static_cast<double>(cuts));
+  // The bottleneck (first watched port): wire bytes it sent against line rate, from the first
+  // flow's start to the last completion. Only experiments that watch a port have one.
+  if (!run.samples.empty() && !run.samples.front().port_tx_bytes.empty() && last > 0) {
+    Nanos first_start = kNever;
+    for (const FlowResult& f : run.flows) first_start = std::min(first_start, f.spec.start_ns);
+    uint64_t a = 0, b = 0;
+    bool have_a = false;
+    for (const Sample& s : run.samples) {
+      if (!have_a && s.t >= first_start) a = s.port_tx_bytes[0], have_a = true;
+      if (s.t <= last) b = s.port_tx_bytes[0];
+    }
+    const double span = static_cast<double>(last - first_start);
+    put(r, "bottleneck_util",
+        span > 0 ? static_cast<double>(b - a) * 8e9 / (r.line_rate_bps * span) : 0);
+  }
 }
 
 // Average and maximum of watched port `i` over the samples up to `until`.
@@ -384,6 +420,9 @@ ExperimentResult run_loss(const ExperimentParams& p) {
     Sample x = s < runs[0].samples.size() ? a : b;
     x.rate_bps = {a.rate_bps.at(0), b.rate_bps.at(0)};
     x.rx_bytes = {a.rx_bytes.at(0), b.rx_bytes.at(0)};
+    x.cnps_received = {a.cnps_received.at(0), b.cnps_received.at(0)};
+    x.rate_cuts = {a.rate_cuts.at(0), b.rate_cuts.at(0)};
+    x.pause_frames = a.pause_frames + b.pause_frames;
     r.run.samples.push_back(std::move(x));
   }
   r.run.fabric.drops_bit_error += runs[1].fabric.drops_bit_error;
@@ -408,92 +447,150 @@ ExperimentResult run_loss(const ExperimentParams& p) {
   return r;
 }
 
+namespace {
+
+// Throughput of flow `i` over the `span` samples ending at sample `s`, in Gb/s.
+double flow_gbps(const RunResult& run, size_t i, size_t s, size_t span) {
+  const Sample& a = run.samples[s - span];
+  const Sample& b = run.samples[s];
+  return static_cast<double>(b.rx_bytes[i] - a.rx_bytes[i]) * 8 / static_cast<double>(b.t - a.t);
+}
+
+// Utilization of the first watched port over the same span, 0..1.
+double port_util(const RunResult& run, size_t s, size_t span, double line_rate_bps) {
+  const Sample& a = run.samples[s - span];
+  const Sample& b = run.samples[s];
+  if (b.port_tx_bytes.empty()) return 0;
+  return static_cast<double>(b.port_tx_bytes[0] - a.port_tx_bytes[0]) * 8e9 /
+         (line_rate_bps * static_cast<double>(b.t - a.t));
+}
+
+std::string param(const ExperimentResult& r, const std::string& key) {
+  for (const auto& [k, v] : r.params)
+    if (k == key) return v;
+  return "?";
+}
+
+std::string flow_name(const ExperimentResult& r, size_t i) {
+  const FlowSpec& f = r.run.flows[i].spec;
+  std::string n = "flow " + std::to_string(i) + ": host " + std::to_string(f.src) + " -> " +
+                  std::to_string(f.dst);
+  if (r.name == "loss") n = i == 0 ? "go-back-N" : "selective repeat";
+  return n;
+}
+
+// The caption every figure carries: the run's parameters, seed and headline results.
+std::vector<std::string> caption(const ExperimentResult& r) {
+  std::vector<std::string> lines;
+  lines.push_back(r.name + ", seed " + param(r, "seed") + ", mode " + param(r, "mode") +
+                  ", DCQCN " + param(r, "dcqcn") + "; " +
+                  num(std::strtod(param(r, "rate_bps").c_str(), nullptr) / 1e9) + " Gb/s links, " +
+                  param(r, "delay_ns") + " ns propagation, MTU " + param(r, "path_mtu") + " B, " +
+                  param(r, "flow_bytes") + " B per flow");
+  lines.push_back("ECN Kmin " + param(r, "kmin_bytes") + " B, Kmax " + param(r, "kmax_bytes") +
+                  " B, Pmax " + param(r, "pmax") + "; PFC XOFF " + param(r, "xoff_bytes") +
+                  " B per ingress port; buffer " + param(r, "buffer_bytes") + " B; sample " +
+                  param(r, "sample_ns") + " ns");
+  for (const auto& keys : {std::vector<const char*>{"bottleneck_util", "jain", "last_done_us",
+                                                    "queue_avg_bytes", "queue_max_bytes"},
+                           std::vector<const char*>{"pause_frames", "cnps_received", "rate_cuts",
+                                                    "drops", "retransmitted_packets"}}) {
+    std::string res;
+    for (const char* k : keys) {
+      const double v = r.number(k);
+      if (!std::isnan(v)) res += std::string(res.empty() ? "" : ", ") + k + " " + num(v);
+    }
+    lines.push_back("results: " + res);
+  }
+  return lines;
+}
+
+bool write_file(const std::string& path, const std::string& text) {
+  std::ofstream f(path);
+  f << text;
+  return static_cast<bool>(f);
+}
+
+}  // namespace
+
 bool write_outputs(const ExperimentResult& r, const std::string& dir, const std::string& stem) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return false;
   const RunResult& run = r.run;
   const size_t nf = run.flows.size();
+  const size_t nq = run.samples.empty() ? 0 : run.samples[0].queue_bytes.size();
   {
     std::ofstream csv(dir + "/" + stem + ".csv");
     for (const auto& [k, v] : r.params) csv << "# " << k << "=" << v << "\n";
     for (const auto& [k, v] : r.summary) csv << "# result " << k << "=" << v << "\n";
     csv << "t_us";
-    const size_t nq = run.samples.empty() ? 0 : run.samples[0].queue_bytes.size();
     for (size_t q = 0; q < nq; ++q) csv << ",queue" << q << "_bytes";
+    if (nq > 0) csv << ",bottleneck_util";
     for (size_t i = 0; i < nf; ++i) csv << ",flow" << i << "_rate_gbps";
     for (size_t i = 0; i < nf; ++i) csv << ",flow" << i << "_tput_gbps";
-    csv << "\n";
+    for (size_t i = 0; i < nf; ++i) csv << ",flow" << i << "_cnps";
+    for (size_t i = 0; i < nf; ++i) csv << ",flow" << i << "_rate_cuts";
+    csv << ",pause_frames\n";
     for (size_t s = 0; s < run.samples.size(); ++s) {
       const Sample& x = run.samples[s];
       csv << num(static_cast<double>(x.t) / 1e3);
       for (uint64_t q : x.queue_bytes) csv << "," << q;
+      if (nq > 0) csv << "," << num(s > 0 ? port_util(run, s, 1, r.line_rate_bps) : 0);
       for (uint64_t rb : x.rate_bps) csv << "," << num(static_cast<double>(rb) / 1e9);
-      for (size_t i = 0; i < nf; ++i) {
-        double g = 0;
-        if (s > 0) {
-          const Sample& prev = run.samples[s - 1];
-          g = static_cast<double>(x.rx_bytes[i] - prev.rx_bytes[i]) * 8 /
-              static_cast<double>(x.t - prev.t);
-        }
-        csv << "," << num(g);
-      }
-      csv << "\n";
+      for (size_t i = 0; i < nf; ++i) csv << "," << num(s > 0 ? flow_gbps(run, i, s, 1) : 0);
+      for (uint64_t c : x.cnps_received) csv << "," << c;
+      for (uint64_t c : x.rate_cuts) csv << "," << c;
+      csv << "," << x.pause_frames << "\n";
     }
     if (!csv) return false;
   }
-  // SVG: top panel the first watched queue (KB), bottom panel per-flow throughput (Gb/s), both
-  // over time; throughput averaged over 5 samples so the plot shows trends, not packets.
-  const double W = 800, H = 260, L = 60, T = 30;
-  const double tmax = run.samples.empty() ? 1 : static_cast<double>(run.samples.back().t) / 1e3;
-  double qmax = 1, gmax = 1;
-  for (const Sample& x : run.samples)
-    if (!x.queue_bytes.empty()) qmax = std::max(qmax, static_cast<double>(x.queue_bytes[0]) / 1024);
-  std::vector<std::vector<std::pair<double, double>>> tput(nf);
+  // Figures: one question each, the same look for every experiment. Throughput and utilization
+  // are averaged over 5 samples so the figure shows trends, not single packets.
   constexpr size_t kSmooth = 5;
-  for (size_t s = kSmooth; s < run.samples.size(); ++s) {
-    const Sample& a = run.samples[s - kSmooth];
-    const Sample& b = run.samples[s];
-    for (size_t i = 0; i < nf; ++i) {
-      const double g =
-          static_cast<double>(b.rx_bytes[i] - a.rx_bytes[i]) * 8 / static_cast<double>(b.t - a.t);
-      gmax = std::max(gmax, g);
-      tput[i].emplace_back(static_cast<double>(b.t) / 1e3, g);
-    }
-  }
-  std::ofstream svg(dir + "/" + stem + ".svg");
-  svg << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W + L + 20 << "' height='"
-      << 2 * H + 3 * T + 40 << "' font-family='sans-serif' font-size='11'>\n";
-  std::string title;
-  for (const auto& [k, v] : r.params) title += k + "=" + v + " ";
-  svg << "<!-- " << title << "-->\n";
-  svg << "<text x='" << L << "' y='15'>" << r.name << " seed=" << r.params[1].second
-      << " mode=" << r.params[2].second << " dcqcn=" << r.params[3].second << "</text>\n";
-  auto panel = [&](double y0, const char* label, double ymax) {
-    svg << "<rect x='" << L << "' y='" << y0 << "' width='" << W << "' height='" << H
-        << "' fill='none' stroke='black'/>\n";
-    svg << "<text x='" << L << "' y='" << y0 - 4 << "'>" << label << " (max " << num(ymax)
-        << ")</text>\n";
-    svg << "<text x='" << L + W - 80 << "' y='" << y0 + H + 14 << "'>t = " << num(tmax)
-        << " us</text>\n";
-  };
-  const char* colors[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd",
-                          "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
-  panel(T + 10, "queue at the bottleneck, KB", qmax);
-  svg << "<polyline fill='none' stroke='black' points='";
-  for (const Sample& x : run.samples) {
-    if (x.queue_bytes.empty()) continue;
-    svg << num(L + W * static_cast<double>(x.t) / 1e3 / tmax) << ","
-        << num(T + 10 + H - H * static_cast<double>(x.queue_bytes[0]) / 1024 / qmax) << " ";
-  }
-  svg << "'/>\n";
-  const double y1 = 2 * T + H + 30;
-  panel(y1, "throughput per flow, Gb/s", gmax);
+  const std::vector<std::string> cap = caption(r);
+  const std::string sample_us = num(std::strtod(param(r, "sample_ns").c_str(), nullptr) / 1e3);
+  Plot rate{r.name + ": sending rate set by DCQCN", "time (us)", "rate (Gb/s)", {}, cap, 0};
+  Plot tput{r.name + ": throughput per flow (" +
+                num(static_cast<double>(kSmooth) * std::strtod(sample_us.c_str(), nullptr)) +
+                " us average) and bottleneck utilization",
+            "time (us)",
+            "throughput (Gb/s)",
+            {},
+            cap,
+            0};
+  Plot queue{r.name + ": queue at the bottleneck port", "time (us)", "queue (KB)", {}, cap, 0};
   for (size_t i = 0; i < nf; ++i) {
-    svg << "<polyline fill='none' stroke='" << colors[i % 10] << "' points='";
-    for (const auto& [t, g] : tput[i])
-      svg << num(L + W * t / tmax) << "," << num(y1 + H - H * g / gmax) << " ";
-    svg << "'/>\n";
+    PlotSeries ps{flow_name(r, i), {}, false}, ts{flow_name(r, i), {}, false};
+    for (size_t s = 0; s < run.samples.size(); ++s) {
+      const double t = static_cast<double>(run.samples[s].t) / 1e3;
+      ps.points.emplace_back(t, static_cast<double>(run.samples[s].rate_bps[i]) / 1e9);
+      if (s >= kSmooth) ts.points.emplace_back(t, flow_gbps(run, i, s, kSmooth));
+    }
+    rate.series.push_back(std::move(ps));
+    tput.series.push_back(std::move(ts));
   }
-  svg << "</svg>\n";
-  return static_cast<bool>(svg);
+  if (nq > 0) {
+    PlotSeries us{"bottleneck (util x line)", {}, true};
+    PlotSeries qs{"data queue (KB)", {}, false};
+    for (size_t s = 0; s < run.samples.size(); ++s) {
+      const double t = static_cast<double>(run.samples[s].t) / 1e3;
+      if (s >= kSmooth)
+        us.points.emplace_back(t,
+                               port_util(run, s, kSmooth, r.line_rate_bps) * r.line_rate_bps / 1e9);
+      qs.points.emplace_back(t, static_cast<double>(run.samples[s].queue_bytes[0]) / 1024);
+    }
+    tput.series.push_back(std::move(us));
+    queue.series.push_back(std::move(qs));
+    const double kmin = std::strtod(param(r, "kmin_bytes").c_str(), nullptr) / 1024;
+    const double kmax = std::strtod(param(r, "kmax_bytes").c_str(), nullptr) / 1024;
+    const double tend = run.samples.empty() ? 1 : static_cast<double>(run.samples.back().t) / 1e3;
+    queue.series.push_back({"ECN Kmin", {{0, kmin}, {tend, kmin}}, true});
+    queue.series.push_back({"ECN Kmax", {{0, kmax}, {tend, kmax}}, true});
+  }
+  return write_file(dir + "/" + stem + "-rate.svg", render_svg(rate)) &&
+         write_file(dir + "/" + stem + "-throughput.svg", render_svg(tput)) &&
+         (nq == 0 || write_file(dir + "/" + stem + "-queue.svg", render_svg(queue)));
 }
 
 }  // namespace uroce::simlab

@@ -49,6 +49,7 @@ struct ExperimentResult {
   // Every parameter and the seed, then every measured number, in order, as "key=value".
   std::vector<std::pair<std::string, std::string>> params, summary;
   RunResult run;
+  double line_rate_bps = 0;                     // what utilization is measured against
   double number(const std::string& key) const;  // a summary value; NaN if absent
 };
 
@@ -58,8 +59,10 @@ ExperimentResult run_parking_lot(const ExperimentParams& p);
 ExperimentResult run_convergence(const ExperimentParams& p);
 ExperimentResult run_loss(const ExperimentParams& p);
 
-// Writes <dir>/<stem>.csv (parameters and summary as '#' lines, then the sampled series) and
-// <dir>/<stem>.svg (queue and per-flow throughput over time). False on an I/O error.
+// Creates `dir` if needed and writes <dir>/<stem>.csv (parameters and summary as '#' lines, then
+// the sampled series) and three figures: <stem>-rate.svg (each sender's DCQCN rate),
+// <stem>-throughput.svg (per-flow throughput and the bottleneck's utilization) and
+// <stem>-queue.svg (the watched queue). False on an I/O error.
 bool write_outputs(const ExperimentResult& r, const std::string& dir, const std::string& stem);
 
 }  // namespace uroce::simlab

@@ -19,7 +19,8 @@ int print_usage(std::FILE* f, const char* prog) {
   std::fprintf(f,
                "usage: %s incast|victim|parking-lot|convergence|loss [--mode "
                "pfc|pfc+dcqcn|dcqcn-nopfc] [--dcqcn paper|mlx5] [--seed N] [--senders N] "
-               "[--flows N] [--bytes B] [--loss P] [--stagger-us T] [--mtu B] [--out DIR]\n"
+               "[--flows N] [--bytes B] [--loss P] [--stagger-us T] [--mtu B] [--kmin-kb K] "
+               "[--kmax-kb K] [--pmax P] [--out DIR]\n"
                "       %s topology 'TEXT' | '{JSON}' | @FILE\n",
                prog, prog);
   return 2;
@@ -107,6 +108,12 @@ int run_sim_cli(int argc, char** argv, const char* prog) {
       p.loss = std::strtod(v.c_str(), nullptr);
     } else if (k == "--stagger-us") {
       p.stagger_ns = static_cast<uroce::Nanos>(std::strtod(v.c_str(), nullptr) * 1e3);
+    } else if (k == "--kmin-kb") {
+      p.kmin_bytes = std::strtoull(v.c_str(), nullptr, 0) * 1024;
+    } else if (k == "--kmax-kb") {
+      p.kmax_bytes = std::strtoull(v.c_str(), nullptr, 0) * 1024;
+    } else if (k == "--pmax") {
+      p.pmax = std::strtod(v.c_str(), nullptr);
     } else if (k == "--mtu") {
       p.path_mtu = static_cast<uint32_t>(std::strtoul(v.c_str(), nullptr, 0));
     } else if (k == "--out") {
@@ -116,7 +123,8 @@ int run_sim_cli(int argc, char** argv, const char* prog) {
     }
   }
   if (p.senders < 1 || p.senders > 256 || p.flows < 1 || p.flows > 64 || p.flow_bytes == 0 ||
-      p.flow_bytes > (1ull << 30) || p.loss < 0 || p.loss >= 1)
+      p.flow_bytes > (1ull << 30) || p.loss < 0 || p.loss >= 1 || p.kmin_bytes > p.kmax_bytes ||
+      p.kmax_bytes == 0 || !(p.pmax > 0 && p.pmax <= 1))
     return usage();
   ExperimentResult r;
   if (what == "incast")
@@ -138,10 +146,11 @@ int run_sim_cli(int argc, char** argv, const char* prog) {
     if (c == '+') c = '_';
   if (what == "loss") stem = what + "-" + std::to_string(p.loss);
   if (!write_outputs(r, out, stem)) {
-    std::fprintf(stderr, "cannot write %s/%s.{csv,svg}\n", out.c_str(), stem.c_str());
+    std::fprintf(stderr, "cannot write %s/%s.csv and its figures\n", out.c_str(), stem.c_str());
     return 1;
   }
-  std::printf("wrote %s/%s.csv and .svg\n", out.c_str(), stem.c_str());
+  std::printf("wrote %s/%s.csv and %s-{rate,throughput,queue}.svg\n", out.c_str(), stem.c_str(),
+              stem.c_str());
   if (!r.ok) {
     std::fprintf(stderr, "FAILED: %s\n", r.failure.c_str());
     return 1;
