@@ -190,6 +190,30 @@ static void check_odp(struct end* a, struct end* b) {
   CHECK(ibv_reg_mr(b->pd, NULL, SIZE_MAX, ALL_ACCESS) == NULL && errno == EINVAL);
 }
 
+/* A QP given an on-demand MR's access flags (pyverbs' ODP tests do): the MR-only bit is dropped,
+ * not refused, as the kernel and rxe/mlx5 do. */
+static void check_qp_takes_mr_access_flags(struct end* e) {
+  struct ibv_qp_init_attr ia = {
+      .send_cq = e->cq,
+      .recv_cq = e->cq,
+      .qp_type = IBV_QPT_RC,
+      .cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
+  struct ibv_qp* qp = ibv_create_qp(e->pd, &ia);
+  CHECK(qp != NULL);
+  if (!qp) return;
+  struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT,
+                          .port_num = 1,
+                          .qp_access_flags = ALL_ACCESS | IBV_ACCESS_ON_DEMAND};
+  CHECK(ibv_modify_qp(qp, &a,
+                      IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
+  struct ibv_qp_attr q;
+  struct ibv_qp_init_attr qi;
+  memset(&q, 0, sizeof q);
+  CHECK(ibv_query_qp(qp, &q, IBV_QP_ACCESS_FLAGS, &qi) == 0);
+  CHECK(q.qp_access_flags == ALL_ACCESS);
+  CHECK(ibv_destroy_qp(qp) == 0);
+}
+
 static void check_dm(struct end* a, struct end* b) {
   struct ibv_alloc_dm_attr attr = {.length = 4096, .log_align_req = 6};
   struct ibv_dm* dm = ibv_alloc_dm(b->ctx, &attr);
@@ -272,6 +296,7 @@ int main(void) {
   if (connect_qp(&a, &b) || connect_qp(&b, &a)) return 1;
   check_caps(b.ctx);
   check_odp(&a, &b);
+  check_qp_takes_mr_access_flags(&b);
   check_dm(&a, &b);
   check_resize(&a);
   CHECK(ibv_close_device(a.ctx) == 0);
