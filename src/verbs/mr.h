@@ -136,11 +136,14 @@ class ProtectionDomain : public transport::MemoryAccess {
   }
   // reg_mr's argument checks: 0 or EINVAL.
   int check_mr_args(void* addr, size_t length, uint64_t iova, uint32_t access);
+  // The access checks alone (unknown bits, remote write or atomic without local write).
+  static int check_mr_access(uint32_t access);
   Result<std::unique_ptr<QueuePair>> create_qp(const QpInitAttr& attr);
   Result<std::unique_ptr<AddressHandle>> create_ah(const AhAttr& attr);
   Result<std::unique_ptr<SharedReceiveQueue>> create_srq(const SrqAttr& attr);
   // ibv_reg_dm_mr: `length` bytes of `dm` from `offset`, zero-based (remote addresses are offsets
-  // into the MR). EINVAL without kAccessZeroBased, for a range outside the DM or bad access bits.
+  // into the MR). EINVAL without kAccessZeroBased, for a range outside the DM or bad access bits;
+  // length 0 is allowed (the kernel and mlx5 allow it).
   Result<std::unique_ptr<MemoryRegion>> reg_dm_mr(DeviceMemory& dm, uint64_t offset, size_t length,
                                                   uint32_t access);
   // ibv_advise_mr: prefetch hints for on-demand MRs. EINVAL for an unknown advice or flag, a null
@@ -172,6 +175,9 @@ class ProtectionDomain : public transport::MemoryAccess {
   friend class AddressHandle;
   friend class SharedReceiveQueue;
   explicit ProtectionDomain(Context& ctx);
+  // Registers a range whose arguments the caller has checked: a key pair and the MR.
+  Result<std::unique_ptr<MemoryRegion>> add_mr(void* addr, size_t length, uint64_t iova,
+                                               uint32_t access);
   Context& ctx_;
   std::atomic<uint32_t> users_{0};
 };
@@ -224,7 +230,9 @@ class DeviceMemory {
   DeviceMemory& operator=(const DeviceMemory&) = delete;
 
   size_t length() const { return length_; }
-  // 0, or EFAULT for a range past the end (as rdma-core's mlx5 provider).
+  // 0, EFAULT for a range past the end, EINVAL for an offset or length that is not a multiple
+  // of kCopyAlignment (as rdma-core's mlx5 provider, whose hardware needs it; pyverbs tests it).
+  static constexpr uint64_t kCopyAlignment = 4;
   int copy_to(uint64_t offset, const void* src, size_t length);
   int copy_from(void* dst, uint64_t offset, size_t length) const;
   // MRs registered on it (ibv_free_dm says EBUSY while > 0).

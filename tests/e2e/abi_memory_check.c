@@ -230,6 +230,19 @@ static void check_dm(struct end* a, struct end* b) {
   memset(pattern, 0x11, sizeof pattern);
   CHECK(ibv_memcpy_to_dm(dm, 0, pattern, sizeof pattern) == 0);
   CHECK(ibv_memcpy_to_dm(dm, 4090, pattern, 7) == EFAULT);
+  /* Offsets and lengths in multiples of 4 (mlx5's rule, which pyverbs' DM tests expect). */
+  CHECK(ibv_memcpy_to_dm(dm, 1, pattern, 4) == EINVAL);
+  CHECK(ibv_memcpy_to_dm(dm, 0, pattern, 6) == EINVAL);
+  CHECK(ibv_memcpy_from_dm(pattern, dm, 2, 4) == EINVAL);
+  CHECK(ibv_memcpy_from_dm(pattern, dm, 0, 3) == EINVAL);
+  /* Length 0 registers, as on mlx5: a key over nothing. */
+  struct ibv_mr* empty =
+      ibv_reg_dm_mr(b->pd, dm, 0, 0, IBV_ACCESS_ZERO_BASED | IBV_ACCESS_LOCAL_WRITE);
+  CHECK(empty != NULL);
+  if (empty) {
+    CHECK(empty->length == 0);
+    CHECK(ibv_dereg_mr(empty) == 0);
+  }
   errno = 0; /* without IBV_ACCESS_ZERO_BASED */
   CHECK(ibv_reg_dm_mr(b->pd, dm, 0, 4096, IBV_ACCESS_LOCAL_WRITE) == NULL && errno == EINVAL);
   struct ibv_mr* mr = ibv_reg_dm_mr(b->pd, dm, 512, 2048,
