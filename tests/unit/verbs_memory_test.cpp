@@ -405,9 +405,9 @@ TEST_F(VerbsOdp, RdmaWriteIntoDeviceMemoryUsesOffsetsAsAddresses) {
   // Past the MR's 2048 bytes: a remote access error, the DM beyond it untouched.
   c = run(WrOpcode::kRdmaWrite, {addr_of(a.mem.data()), 100, a.mr->lkey()}, 2000, mr->rkey());
   EXPECT_EQ(c.status, WcStatus::kRemAccessErr);
-  uint8_t tail = 1;
-  ASSERT_EQ(dm->copy_from(&tail, 3072, 1), 0);
-  EXPECT_EQ(tail, 0);
+  uint8_t tail[4] = {1, 1, 1, 1};
+  ASSERT_EQ(dm->copy_from(tail, 3072, sizeof tail), 0);
+  EXPECT_EQ(tail[0], 0);
   mr.reset();
 }
 
