@@ -280,10 +280,14 @@ inline uint32_t next_window_key(uint32_t rkey) {
 // ibv_access_flags the verbs layer adds to the transport's.
 inline constexpr uint32_t kAccessZeroBased = 1u << 5;  // IBV_ACCESS_ZERO_BASED
 inline constexpr uint32_t kAccessOnDemand = 1u << 6;   // IBV_ACCESS_ON_DEMAND
-// Access bits reg_mr accepts (ibv_access_flags up to MW_BIND, and ON_DEMAND).
+// IBV_ACCESS_HUGETLB: "the memory is backed by huge pages", a hint that lets hardware map it in
+// fewer translations. uroce reads process memory directly, so it accepts and ignores it (the
+// kernel accepts it on any MR; pyverbs' huge-page ODP tests pass it).
+inline constexpr uint32_t kAccessHugeTlb = 1u << 7;
+// Access bits reg_mr accepts (ibv_access_flags up to MW_BIND, ON_DEMAND and HUGETLB).
 inline constexpr uint32_t kMrAccessMask =
     transport::kAccessLocalWrite | transport::kAccessRemoteWrite | transport::kAccessRemoteRead |
-    transport::kAccessRemoteAtomic | transport::kAccessMwBind | kAccessOnDemand;
+    transport::kAccessRemoteAtomic | transport::kAccessMwBind | kAccessOnDemand | kAccessHugeTlb;
 // ibv_advise_mr_advice / flags.
 inline constexpr uint32_t kAdvisePrefetch = 0, kAdvisePrefetchWrite = 1, kAdvisePrefetchNoFault = 2;
 inline constexpr uint32_t kAdviseFlush = 1;

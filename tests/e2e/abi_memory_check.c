@@ -185,6 +185,13 @@ static void check_odp(struct end* a, struct end* b) {
   reconnect(a, b);
   CHECK(ibv_dereg_mr(implicit) == 0);
 
+  /* IBV_ACCESS_HUGETLB is a hint, accepted as the kernel accepts it (ignored: uroce reads process
+   * memory directly, whatever backs it). */
+  struct ibv_mr* huge = ibv_reg_mr(
+      b->pd, b->buf, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB);
+  CHECK(huge != NULL);
+  if (huge) CHECK(ibv_dereg_mr(huge) == 0);
+
   /* Implicit needs ON_DEMAND. */
   errno = 0;
   CHECK(ibv_reg_mr(b->pd, NULL, SIZE_MAX, ALL_ACCESS) == NULL && errno == EINVAL);
