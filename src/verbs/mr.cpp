@@ -285,13 +285,18 @@ uint32_t ProtectionDomain::users() const {
   return users_.load();
 }
 
-int ProtectionDomain::check_mr_args(void* addr, size_t length, uint64_t iova, uint32_t access) {
+int ProtectionDomain::check_mr_access(uint32_t access) {
   if (access & ~kMrAccessMask) return EINVAL;
   // ibv_reg_mr(3): "If IBV_ACCESS_REMOTE_WRITE or IBV_ACCESS_REMOTE_ATOMIC is set, then
   // IBV_ACCESS_LOCAL_WRITE must be set too" (IBA 10.6.3).
   if ((access & (transport::kAccessRemoteWrite | transport::kAccessRemoteAtomic)) &&
       !(access & transport::kAccessLocalWrite))
     return EINVAL;
+  return 0;
+}
+
+int ProtectionDomain::check_mr_args(void* addr, size_t length, uint64_t iova, uint32_t access) {
+  if (int rc = check_mr_access(access)) return rc;
   const bool on_demand = (access & kAccessOnDemand) != 0;
   if (on_demand && !on_demand_supported()) return EOPNOTSUPP;
   // Implicit on-demand (ibv_reg_mr(3)): the whole address space, addresses are host addresses.
@@ -306,6 +311,11 @@ int ProtectionDomain::check_mr_args(void* addr, size_t length, uint64_t iova, ui
 Result<std::unique_ptr<MemoryRegion>> ProtectionDomain::reg_mr(void* addr, size_t length,
                                                                uint64_t iova, uint32_t access) {
   if (int rc = check_mr_args(addr, length, iova, access)) return Err(rc);
+  return add_mr(addr, length, iova, access);
+}
+
+Result<std::unique_ptr<MemoryRegion>> ProtectionDomain::add_mr(void* addr, size_t length,
+                                                               uint64_t iova, uint32_t access) {
   if (!device().acquire(Device::kMr)) return Err(ENOMEM);
   const KeyTable::Entry e = key_entry(this, addr, length, iova, access);
   auto keys = device().keys_.add(e);
@@ -323,8 +333,12 @@ Result<std::unique_ptr<MemoryRegion>> ProtectionDomain::reg_dm_mr(DeviceMemory& 
   // DM MRs are zero-based (ibv_reg_dm_mr(3)) and never on demand.
   if (!(access & kAccessZeroBased) || (access & kAccessOnDemand)) return Err(EINVAL);
   if (&dm.ctx_ != &ctx_) return Err(EINVAL);
-  if (length == 0 || offset > dm.length_ || length > dm.length_ - offset) return Err(EINVAL);
-  auto mr = reg_mr(dm.bytes_ + offset, length, 0, access & ~kAccessZeroBased);
+  // Length 0 is accepted, as the kernel and mlx5 accept it (pyverbs registers one): its key
+  // names an empty range, so any access of a byte or more fails the bounds check.
+  if (offset > dm.length_ || length > dm.length_ - offset) return Err(EINVAL);
+  const uint32_t mr_access = access & ~kAccessZeroBased;
+  if (int rc = check_mr_access(mr_access)) return Err(rc);
+  auto mr = add_mr(dm.bytes_ + offset, length, 0, mr_access);
   if (!mr) return mr;
   (*mr)->dm_ = &dm;
   dm.users_.fetch_add(1);
@@ -448,12 +462,14 @@ DeviceMemory::~DeviceMemory() {
 
 int DeviceMemory::copy_to(uint64_t offset, const void* src, size_t length) {
   if (offset > length_ || length > length_ - offset) return EFAULT;
+  if ((offset | length) % kCopyAlignment != 0) return EINVAL;
   if (length != 0) std::memcpy(bytes_ + offset, src, length);
   return 0;
 }
 
 int DeviceMemory::copy_from(void* dst, uint64_t offset, size_t length) const {
   if (offset > length_ || length > length_ - offset) return EFAULT;
+  if ((offset | length) % kCopyAlignment != 0) return EINVAL;
   if (length != 0) std::memcpy(dst, bytes_ + offset, length);
   return 0;
 }

@@ -136,11 +136,14 @@ class ProtectionDomain : public transport::MemoryAccess {
   }
   // reg_mr's argument checks: 0 or EINVAL.
   int check_mr_args(void* addr, size_t length, uint64_t iova, uint32_t access);
+  // The access checks alone (unknown bits, remote write or atomic without local write).
+  static int check_mr_access(uint32_t access);
   Result<std::unique_ptr<QueuePair>> create_qp(const QpInitAttr& attr);
   Result<std::unique_ptr<AddressHandle>> create_ah(const AhAttr& attr);
   Result<std::unique_ptr<SharedReceiveQueue>> create_srq(const SrqAttr& attr);
   // ibv_reg_dm_mr: `length` bytes of `dm` from `offset`, zero-based (remote addresses are offsets
-  // into the MR). EINVAL without kAccessZeroBased, for a range outside the DM or bad access bits.
+  // into the MR). EINVAL without kAccessZeroBased, for a range outside the DM or bad access bits;
+  // length 0 is allowed (the kernel and mlx5 allow it).
   Result<std::unique_ptr<MemoryRegion>> reg_dm_mr(DeviceMemory& dm, uint64_t offset, size_t length,
                                                   uint32_t access);
   // ibv_advise_mr: prefetch hints for on-demand MRs. EINVAL for an unknown advice or flag, a null
@@ -173,6 +176,9 @@ class ProtectionDomain : public transport::MemoryAccess {
   friend class SharedReceiveQueue;
   friend class XrcDomain;
   explicit ProtectionDomain(Context& ctx);
+  // Registers a range whose arguments the caller has checked: a key pair and the MR.
+  Result<std::unique_ptr<MemoryRegion>> add_mr(void* addr, size_t length, uint64_t iova,
+                                               uint32_t access);
   Context& ctx_;
   std::atomic<uint32_t> users_{0};
 };
@@ -225,7 +231,9 @@ class DeviceMemory {
   DeviceMemory& operator=(const DeviceMemory&) = delete;
 
   size_t length() const { return length_; }
-  // 0, or EFAULT for a range past the end (as rdma-core's mlx5 provider).
+  // 0, EFAULT for a range past the end, EINVAL for an offset or length that is not a multiple
+  // of kCopyAlignment (as rdma-core's mlx5 provider, whose hardware needs it; pyverbs tests it).
+  static constexpr uint64_t kCopyAlignment = 4;
   int copy_to(uint64_t offset, const void* src, size_t length);
   int copy_from(void* dst, uint64_t offset, size_t length) const;
   // MRs registered on it (ibv_free_dm says EBUSY while > 0).
@@ -273,10 +281,14 @@ inline uint32_t next_window_key(uint32_t rkey) {
 // ibv_access_flags the verbs layer adds to the transport's.
 inline constexpr uint32_t kAccessZeroBased = 1u << 5;  // IBV_ACCESS_ZERO_BASED
 inline constexpr uint32_t kAccessOnDemand = 1u << 6;   // IBV_ACCESS_ON_DEMAND
-// Access bits reg_mr accepts (ibv_access_flags up to MW_BIND, and ON_DEMAND).
+// IBV_ACCESS_HUGETLB: "the memory is backed by huge pages", a hint that lets hardware map it in
+// fewer translations. uroce reads process memory directly, so it accepts and ignores it (the
+// kernel accepts it on any MR; pyverbs' huge-page ODP tests pass it).
+inline constexpr uint32_t kAccessHugeTlb = 1u << 7;
+// Access bits reg_mr accepts (ibv_access_flags up to MW_BIND, ON_DEMAND and HUGETLB).
 inline constexpr uint32_t kMrAccessMask =
     transport::kAccessLocalWrite | transport::kAccessRemoteWrite | transport::kAccessRemoteRead |
-    transport::kAccessRemoteAtomic | transport::kAccessMwBind | kAccessOnDemand;
+    transport::kAccessRemoteAtomic | transport::kAccessMwBind | kAccessOnDemand | kAccessHugeTlb;
 // ibv_advise_mr_advice / flags.
 inline constexpr uint32_t kAdvisePrefetch = 0, kAdvisePrefetchWrite = 1, kAdvisePrefetchNoFault = 2;
 inline constexpr uint32_t kAdviseFlush = 1;

@@ -291,7 +291,6 @@ int QueuePair::validate(const QpAttr& a, uint32_t mask, QpState cur, QpState nex
   if ((mask & kQpCurState) && a.cur_qp_state != cur) return EINVAL;
   if ((mask & kQpPkeyIndex) && a.pkey_index >= dev_.port_attr().pkey_tbl_len) return EINVAL;
   if ((mask & kQpPort) && a.port_num != 1) return EINVAL;
-  if ((mask & kQpAccessFlags) && (a.qp_access_flags & ~kQpAccessMask)) return EINVAL;
   if (mask & kQpPathMtu) {
     auto m = static_cast<uint8_t>(a.path_mtu);
     if (m < static_cast<uint8_t>(Mtu::k256) ||
@@ -318,7 +317,10 @@ void QueuePair::apply(const QpAttr& a, uint32_t mask) {
   if (mask & kQpPkeyIndex) attr_.pkey_index = a.pkey_index;
   if (mask & kQpPort) attr_.port_num = a.port_num;
   if (mask & kQpQkey) attr_.qkey = a.qkey;
-  if (mask & kQpAccessFlags) attr_.qp_access_flags = a.qp_access_flags;
+  // Bits that only mean something to an MR (IBV_ACCESS_ON_DEMAND, ZERO_BASED, ...) are dropped,
+  // not refused: the kernel passes qp_access_flags on unchecked and mlx5 and rxe use only the
+  // remote-access bits, so programs (pyverbs' ODP tests) hand a QP their MR's access flags.
+  if (mask & kQpAccessFlags) attr_.qp_access_flags = a.qp_access_flags & kQpAccessMask;
   if (mask & kQpPathMtu) attr_.path_mtu = a.path_mtu;
   if (mask & kQpAv) attr_.ah_attr = a.ah_attr;
   if (mask & kQpAltPath) {

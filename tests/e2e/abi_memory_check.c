@@ -185,9 +185,40 @@ static void check_odp(struct end* a, struct end* b) {
   reconnect(a, b);
   CHECK(ibv_dereg_mr(implicit) == 0);
 
+  /* IBV_ACCESS_HUGETLB is a hint, accepted as the kernel accepts it (ignored: uroce reads process
+   * memory directly, whatever backs it). */
+  struct ibv_mr* huge = ibv_reg_mr(
+      b->pd, b->buf, 4096, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_ON_DEMAND | IBV_ACCESS_HUGETLB);
+  CHECK(huge != NULL);
+  if (huge) CHECK(ibv_dereg_mr(huge) == 0);
+
   /* Implicit needs ON_DEMAND. */
   errno = 0;
   CHECK(ibv_reg_mr(b->pd, NULL, SIZE_MAX, ALL_ACCESS) == NULL && errno == EINVAL);
+}
+
+/* A QP given an on-demand MR's access flags (pyverbs' ODP tests do): the MR-only bit is dropped,
+ * not refused, as the kernel and rxe/mlx5 do. */
+static void check_qp_takes_mr_access_flags(struct end* e) {
+  struct ibv_qp_init_attr ia = {
+      .send_cq = e->cq,
+      .recv_cq = e->cq,
+      .qp_type = IBV_QPT_RC,
+      .cap = {.max_send_wr = 1, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
+  struct ibv_qp* qp = ibv_create_qp(e->pd, &ia);
+  CHECK(qp != NULL);
+  if (!qp) return;
+  struct ibv_qp_attr a = {.qp_state = IBV_QPS_INIT,
+                          .port_num = 1,
+                          .qp_access_flags = ALL_ACCESS | IBV_ACCESS_ON_DEMAND};
+  CHECK(ibv_modify_qp(qp, &a,
+                      IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) == 0);
+  struct ibv_qp_attr q;
+  struct ibv_qp_init_attr qi;
+  memset(&q, 0, sizeof q);
+  CHECK(ibv_query_qp(qp, &q, IBV_QP_ACCESS_FLAGS, &qi) == 0);
+  CHECK(q.qp_access_flags == ALL_ACCESS);
+  CHECK(ibv_destroy_qp(qp) == 0);
 }
 
 static void check_dm(struct end* a, struct end* b) {
@@ -206,6 +237,19 @@ static void check_dm(struct end* a, struct end* b) {
   memset(pattern, 0x11, sizeof pattern);
   CHECK(ibv_memcpy_to_dm(dm, 0, pattern, sizeof pattern) == 0);
   CHECK(ibv_memcpy_to_dm(dm, 4090, pattern, 7) == EFAULT);
+  /* Offsets and lengths in multiples of 4 (mlx5's rule, which pyverbs' DM tests expect). */
+  CHECK(ibv_memcpy_to_dm(dm, 1, pattern, 4) == EINVAL);
+  CHECK(ibv_memcpy_to_dm(dm, 0, pattern, 6) == EINVAL);
+  CHECK(ibv_memcpy_from_dm(pattern, dm, 2, 4) == EINVAL);
+  CHECK(ibv_memcpy_from_dm(pattern, dm, 0, 3) == EINVAL);
+  /* Length 0 registers, as on mlx5: a key over nothing. */
+  struct ibv_mr* empty =
+      ibv_reg_dm_mr(b->pd, dm, 0, 0, IBV_ACCESS_ZERO_BASED | IBV_ACCESS_LOCAL_WRITE);
+  CHECK(empty != NULL);
+  if (empty) {
+    CHECK(empty->length == 0);
+    CHECK(ibv_dereg_mr(empty) == 0);
+  }
   errno = 0; /* without IBV_ACCESS_ZERO_BASED */
   CHECK(ibv_reg_dm_mr(b->pd, dm, 0, 4096, IBV_ACCESS_LOCAL_WRITE) == NULL && errno == EINVAL);
   struct ibv_mr* mr = ibv_reg_dm_mr(b->pd, dm, 512, 2048,
@@ -272,6 +316,7 @@ int main(void) {
   if (connect_qp(&a, &b) || connect_qp(&b, &a)) return 1;
   check_caps(b.ctx);
   check_odp(&a, &b);
+  check_qp_takes_mr_access_flags(&b);
   check_dm(&a, &b);
   check_resize(&a);
   CHECK(ibv_close_device(a.ctx) == 0);

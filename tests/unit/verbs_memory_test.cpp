@@ -351,18 +351,36 @@ TEST_F(VerbsOdp, DeviceMemoryIsBoundedAndBoundsChecked) {
   uint8_t bytes[100];
   std::iota(bytes, bytes + 100, 0);
   EXPECT_EQ(small->copy_to(0, bytes, 100), 0);
-  EXPECT_EQ(small->copy_to(1, bytes, 100), EFAULT);
+  EXPECT_EQ(small->copy_to(4, bytes, 100), EFAULT);
   EXPECT_EQ(small->copy_to(UINT64_MAX, bytes, 2), EFAULT);
   uint8_t back[100] = {};
-  EXPECT_EQ(small->copy_from(back, 50, 51), EFAULT);
-  EXPECT_EQ(small->copy_from(back, 50, 50), 0);
-  EXPECT_EQ(std::memcmp(back, bytes + 50, 50), 0);
+  EXPECT_EQ(small->copy_from(back, 52, 52), EFAULT);
+  EXPECT_EQ(small->copy_from(back, 52, 48), 0);
+  EXPECT_EQ(std::memcmp(back, bytes + 52, 48), 0);
+  // Offsets and lengths in multiples of 4 bytes (mlx5's rule): EINVAL, and nothing copied.
+  uint8_t ones[8];
+  std::memset(ones, 0xff, sizeof ones);
+  EXPECT_EQ(small->copy_to(1, ones, 4), EINVAL);
+  EXPECT_EQ(small->copy_to(0, ones, 3), EINVAL);
+  EXPECT_EQ(small->copy_from(back, 2, 4), EINVAL);
+  EXPECT_EQ(small->copy_from(back, 0, 6), EINVAL);
+  EXPECT_EQ(small->copy_from(back, 0, 8), 0);
+  EXPECT_EQ(std::memcmp(back, bytes, 8), 0);
 
   // DM MRs are zero-based, inside the DM, of the same context.
   EXPECT_EQ(b.pd->reg_dm_mr(*small, 0, 100, transport::kAccessLocalWrite).error(), EINVAL);
   EXPECT_EQ(b.pd->reg_dm_mr(*small, 50, 51, kAccessZeroBased).error(), EINVAL);
-  EXPECT_EQ(b.pd->reg_dm_mr(*small, 0, 0, kAccessZeroBased).error(), EINVAL);
+  EXPECT_EQ(b.pd->reg_dm_mr(*small, 101, 0, kAccessZeroBased).error(), EINVAL);
+  EXPECT_EQ(
+      b.pd->reg_dm_mr(*small, 0, 100, kAccessZeroBased | transport::kAccessRemoteWrite).error(),
+      EINVAL);  // remote write without local write, as ibv_reg_mr
   EXPECT_EQ(a.pd->reg_dm_mr(*small, 0, 100, kAccessZeroBased).error(), EINVAL);
+  {
+    // Length 0, as the kernel and mlx5 allow: a key over nothing.
+    auto empty = std::move(b.pd->reg_dm_mr(*small, 100, 0, kAccessZeroBased).value());
+    EXPECT_EQ(empty->length(), 0u);
+    EXPECT_EQ(small->users(), 1u);
+  }
   auto mr = std::move(b.pd->reg_dm_mr(*small, 10, 90, kAccessZeroBased).value());
   EXPECT_EQ(small->users(), 1u);
   EXPECT_EQ(mr->iova(), 0u);
@@ -387,9 +405,9 @@ TEST_F(VerbsOdp, RdmaWriteIntoDeviceMemoryUsesOffsetsAsAddresses) {
   // Past the MR's 2048 bytes: a remote access error, the DM beyond it untouched.
   c = run(WrOpcode::kRdmaWrite, {addr_of(a.mem.data()), 100, a.mr->lkey()}, 2000, mr->rkey());
   EXPECT_EQ(c.status, WcStatus::kRemAccessErr);
-  uint8_t tail = 1;
-  ASSERT_EQ(dm->copy_from(&tail, 3072, 1), 0);
-  EXPECT_EQ(tail, 0);
+  uint8_t tail[4] = {1, 1, 1, 1};
+  ASSERT_EQ(dm->copy_from(tail, 3072, sizeof tail), 0);
+  EXPECT_EQ(tail[0], 0);
   mr.reset();
 }
 

@@ -48,6 +48,19 @@ TEST(VerbsMr, UnknownAccessBitsZeroLengthAndWrappingRangesAreEinval) {
   EXPECT_EQ(w.pd->reg_mr(buf.data(), 64, ~uint64_t{0} - 10, 0).error(), EINVAL);
 }
 
+TEST(VerbsMr, HugeTlbIsAcceptedAsAHint) {
+  FakeWorld w;
+  std::vector<uint8_t> buf(4096);
+  auto mr = w.pd->reg_mr(buf.data(), buf.size(), kAll | kAccessHugeTlb);
+  ASSERT_TRUE(mr.ok());
+  EXPECT_EQ((*mr)->length(), buf.size());
+  if (on_demand_supported()) {
+    EXPECT_TRUE(
+        w.pd->reg_mr(buf.data(), buf.size(), kAccessLocalWrite | kAccessOnDemand | kAccessHugeTlb)
+            .ok());
+  }
+}
+
 TEST(VerbsMr, LkeyAndRkeyDifferAndKeysAreUniqueAndNonZero) {
   FakeWorld w;
   std::vector<uint8_t> buf(4096);

@@ -177,7 +177,6 @@ TEST(VerbsQp, BadValuesAreEinvalAndLeaveTheQpUnchanged) {
   const Case cases[] = {
       {"port 2", S::kReset, kRcInit, [](QpAttr& a) { a.port_num = 2; }},
       {"pkey index 1", S::kReset, kRcInit, [](QpAttr& a) { a.pkey_index = 1; }},
-      {"unknown access bit", S::kReset, kRcInit, [](QpAttr& a) { a.qp_access_flags = 1u << 7; }},
       {"mtu above the port's", S::kInit, kRcRtr, [](QpAttr& a) { a.path_mtu = Mtu::k4096; }},
       {"mtu 0", S::kInit, kRcRtr, [](QpAttr& a) { a.path_mtu = static_cast<Mtu>(0); }},
       {"no GRH", S::kInit, kRcRtr, [](QpAttr& a) { a.ah_attr.is_global = false; }},
@@ -215,6 +214,20 @@ TEST(VerbsQp, BadValuesAreEinvalAndLeaveTheQpUnchanged) {
     good.cur_qp_state = c.from;
     EXPECT_EQ(qp->modify(good, c.mask), 0) << c.what;
   }
+}
+
+TEST(VerbsQp, AccessBitsThatOnlyMrsUseAreDroppedNotRefused) {
+  FakeWorld w;
+  auto qp = w.qp(T::kRc);
+  QpAttr a = good_attr(S::kInit);
+  constexpr uint32_t kOnDemand = 1u << 6, kHugeTlb = 1u << 7, kZeroBased = 1u << 5;
+  a.qp_access_flags = transport::kAccessRemoteWrite | transport::kAccessRemoteAtomic | kOnDemand |
+                      kHugeTlb | kZeroBased;
+  ASSERT_EQ(qp->modify(a, kRcInit), 0);
+  EXPECT_EQ(qp->query().qp_access_flags,
+            transport::kAccessRemoteWrite | transport::kAccessRemoteAtomic);
+  EXPECT_EQ(w.fake(*qp).config.qp_access_flags,
+            transport::kAccessRemoteWrite | transport::kAccessRemoteAtomic);
 }
 
 TEST(VerbsQp, PsnsAreKeptTo24Bits) {

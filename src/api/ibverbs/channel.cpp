@@ -3,6 +3,7 @@
 // a signal interrupts a blocking ibv_get_cq_event with EINTR (qperf relies on it).
 #include <fcntl.h>
 #include <sys/eventfd.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,6 +43,12 @@ ContextState* ContextState::create(Context* ctx, int* err) {
     return nullptr;
   }
   s->config_ = ctx->device->config;
+  s->cmd_fd_ = memfd_create("uroce-cmd", MFD_CLOEXEC);
+  if (s->cmd_fd_ < 0) {
+    *err = errno;
+    delete s;
+    return nullptr;
+  }
   auto rt = Runtime::acquire(ctx->device);
   if (rt.ok()) {
     auto vctx = (*rt)->device().open();
@@ -72,6 +79,7 @@ ContextState::~ContextState() {
   vctx_.reset();  // before the runtime whose device it belongs to
   runtime_.reset();
   if (idle_fd_ >= 0) close(idle_fd_);
+  if (cmd_fd_ >= 0) close(cmd_fd_);
 }
 
 int ContextState::async_fd() const {

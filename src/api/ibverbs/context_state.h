@@ -23,7 +23,11 @@ class ContextState {
   static ContextState* create(Context* ctx, int* err);
   static void destroy(ContextState* s);
 
-  int cmd_fd() const { return -1; }  // no kernel command channel
+  // There is no kernel command channel, but programs dup() and fstat() ibv_context.cmd_fd to
+  // share a context (ibv_import_device; pyverbs' import tests), so it is a real fd of its own:
+  // an empty memfd, whose inode names this context. ibv_import_device answers EOPNOTSUPP, as
+  // on rxe, whose kernel driver has no import either.
+  int cmd_fd() const { return cmd_fd_; }
   int async_fd() const;
   // 0 when the NIC is running; else the errno that stopped it, said once on stderr (the tools
   // only print "Couldn't allocate PD").
@@ -65,6 +69,7 @@ class ContextState {
   std::atomic<bool> open_error_reported_{false};
   const DeviceConfig* config_ = nullptr;
   int idle_fd_ = -1;  // the async fd of a query-only context: never readable
+  int cmd_fd_ = -1;
   std::shared_ptr<Runtime> runtime_;
   std::unique_ptr<verbs::Context> vctx_;
   mutable std::mutex mu_;
