@@ -19,6 +19,9 @@ namespace uroce::transport {
 struct DeviceTotalLimits {
   uint64_t reorder_bytes = 1ull << 30;  // reorder buffers: held payload plus slot tables
   uint32_t pending_responses = 4096;    // READ/atomic responses queued or being sent
+  // Receive WQEs allocated by every QP's receive queue and every SRQ, taken at creation (the
+  // verbs layer refuses the create with ENOMEM past it): as many as max_qp queues of max_qp_wr.
+  uint64_t recv_wqes = uint64_t{1024} * 4096;
 };
 
 class DeviceTotals {
@@ -52,7 +55,22 @@ class DeviceTotals {
   }
   void give_responses(uint32_t n) { responses_.fetch_sub(n, std::memory_order_relaxed); }
 
+  // Reserves `n` receive WQEs for a queue being created; false, counted, past the cap.
+  bool take_recv_wqes(uint64_t n) {
+    uint64_t cur = recv_wqes_.load(std::memory_order_relaxed);
+    do {
+      if (n > limits_.recv_wqes - cur) {
+        recv_wqe_refusals_.fetch_add(1, std::memory_order_relaxed);
+        return false;
+      }
+    } while (!recv_wqes_.compare_exchange_weak(cur, cur + n, std::memory_order_relaxed));
+    return true;
+  }
+  void give_recv_wqes(uint64_t n) { recv_wqes_.fetch_sub(n, std::memory_order_relaxed); }
+
   const Limits& limits() const { return limits_; }
+  uint64_t recv_wqes() const { return recv_wqes_.load(std::memory_order_relaxed); }
+  uint64_t recv_wqe_refusals() const { return recv_wqe_refusals_.load(std::memory_order_relaxed); }
   uint64_t reorder_bytes() const { return reorder_bytes_.load(std::memory_order_relaxed); }
   uint64_t reorder_cap_drops() const { return reorder_cap_drops_.load(std::memory_order_relaxed); }
   uint32_t responses() const { return responses_.load(std::memory_order_relaxed); }
@@ -65,6 +83,7 @@ class DeviceTotals {
   std::atomic<uint64_t> reorder_bytes_{0}, reorder_cap_drops_{0};
   std::atomic<uint32_t> responses_{0};
   std::atomic<uint64_t> response_cap_drops_{0};
+  std::atomic<uint64_t> recv_wqes_{0}, recv_wqe_refusals_{0};
 };
 
 }  // namespace uroce::transport

@@ -28,7 +28,7 @@ void Responder::reset() {
   msg_srqn_ = 0;
   reorder_.release_storage();
   resources_.reset(ctx_.config.max_dest_rd_atomic);
-  responses_.clear();
+  responses_.reset(ctx_.config.max_dest_rd_atomic);
   uncharge_responses(responses_charged_);
 }
 
@@ -63,6 +63,8 @@ void Responder::configure() {
   if (started_) return;
   epsn_ = ctx_.config.rq_psn;
   resources_.resize(ctx_.config.max_dest_rd_atomic);
+  // Nothing has arrived, so nothing is queued: the ring can take its size.
+  responses_.reset(ctx_.config.max_dest_rd_atomic);
 }
 
 void Responder::flush_current_recv() {

@@ -18,11 +18,20 @@ class ResponseRing {
     uint32_t resource = 0;
     uint32_t generation = 0;  // of the resource when queued
   };
-  // Every READ/atomic holds a resource while its response is queued, ACKs between them coalesce,
-  // and at most one NAK is outstanding before the QP stops: 2 * 255 + a few slots always suffice.
-  static constexpr uint32_t kSlots = 2 * 255 + 8;
+  // Every READ/atomic holds one of the QP's max_dest_rd_atomic resources while its response is
+  // queued, ACKs between them coalesce, and at most one NAK is outstanding before the QP stops:
+  // 2 * max_dest_rd_atomic + a few slots always suffice. Sized by that, not by the largest
+  // max_dest_rd_atomic, since every QP has a ring (docs/security.md, "Scale").
+  static constexpr uint32_t slots_for(uint32_t max_dest_rd_atomic) {
+    return 2 * max_dest_rd_atomic + 8;
+  }
 
-  ResponseRing() : ring_(kSlots) {}
+  ResponseRing() : ring_(slots_for(0)) {}
+  // Empties the ring and sizes it for `max_dest_rd_atomic` resources.
+  void reset(uint32_t max_dest_rd_atomic) {
+    ring_.assign(slots_for(max_dest_rd_atomic), Response{});
+    head_ = tail_ = 0;
+  }
 
   void clear() { head_ = tail_ = 0; }
   bool empty() const { return head_ == tail_; }

@@ -236,6 +236,8 @@ std::vector<Counter> Device::counters() const {
       {"sr_reorder_total_drops", totals_.reorder_cap_drops()},
       {"responses_queued", totals_.responses(), Counter::Kind::kGaugeSum},
       {"responses_total_drops", totals_.response_cap_drops()},
+      {"recv_wqes_allocated", totals_.recv_wqes(), Counter::Kind::kGaugeSum},
+      {"recv_wqe_total_refusals", totals_.recv_wqe_refusals()},
       {"link_tx_packets", l.tx_packets},
       {"link_tx_bytes", l.tx_bytes},
       {"link_rx_packets", l.rx_packets},

@@ -203,6 +203,7 @@ QueuePair::~QueuePair() {
   if (init_.srq) init_.srq->users_.fetch_sub(1);
   if (init_.xrcd) init_.xrcd->target_qps_.fetch_sub(1);
   pd_.users_.fetch_sub(1);
+  dev_.totals_.give_recv_wqes(recv_wqes_charged_);
   dev_.release(Device::kQp);
 }
 
@@ -255,7 +256,14 @@ Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(const QpInitAttr&
   init.cap.max_recv_wr = own_rq ? std::max<uint32_t>(c.max_recv_wr, 1) : 0;
   init.cap.max_send_sge = std::max<uint32_t>(c.max_send_sge, 1);
   init.cap.max_recv_sge = own_rq ? std::max<uint32_t>(c.max_recv_sge, 1) : 0;
+  // Receive WQEs are allocated now, so they count against the device's total now.
+  if (!device().totals_.take_recv_wqes(init.cap.max_recv_wr)) {
+    device().release(Device::kQp);
+    if (init.xrcd) init.xrcd->target_qps_.fetch_sub(1);
+    return Err(ENOMEM);
+  }
   std::unique_ptr<QueuePair> qp(new QueuePair(*this, init));
+  qp->recv_wqes_charged_ = init.cap.max_recv_wr;
   users_.fetch_add(1);
   if (init.send_cq) init.send_cq->users_.fetch_add(1);
   if (init.recv_cq) init.recv_cq->users_.fetch_add(1);
@@ -582,6 +590,7 @@ SharedReceiveQueue::~SharedReceiveQueue() {
   UROCE_CHECK(users_.load() == 0);
   pd_.context().async_events().purge(this);
   pd_.users_.fetch_sub(1);
+  pd_.device().totals_.give_recv_wqes(recv_wqes_charged_);
   pd_.device().release(Device::kSrq);
 }
 
@@ -591,8 +600,14 @@ Result<std::unique_ptr<SharedReceiveQueue>> ProtectionDomain::create_srq(const S
       attr.max_sge > d.max_srq_sge)
     return Err(EINVAL);
   if (!device().acquire(Device::kSrq)) return Err(ENOMEM);
+  if (!device().totals_.take_recv_wqes(attr.max_wr)) {
+    device().release(Device::kSrq);
+    return Err(ENOMEM);
+  }
   users_.fetch_add(1);
-  return std::unique_ptr<SharedReceiveQueue>(new SharedReceiveQueue(*this, attr));
+  std::unique_ptr<SharedReceiveQueue> srq(new SharedReceiveQueue(*this, attr));
+  srq->recv_wqes_charged_ = attr.max_wr;
+  return srq;
 }
 
 int SharedReceiveQueue::post_recv(const transport::RecvWr& wr) {

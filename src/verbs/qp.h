@@ -106,6 +106,7 @@ class QueuePair {
   std::unique_ptr<CountingSink> send_sink_, recv_sink_;
   std::unique_ptr<transport::TransportQp> tqp_;
   bool fatal_reported_ = false;
+  uint32_t recv_wqes_charged_ = 0;  // against the device's total (DeviceTotals::take_recv_wqes)
   // Completion statuses seen, for the counters the transport does not keep.
   // Packets dropped by on_path(), before the transport saw them.
   std::atomic<uint64_t> rx_path_drops_{0};
@@ -165,7 +166,9 @@ class SharedReceiveQueue {
  private:
   friend class ProtectionDomain;
   friend class QueuePair;
+  friend class XrcDomain;
   std::atomic<uint32_t> users_{0};
+  uint32_t recv_wqes_charged_ = 0;  // against the device's total
 };
 
 }  // namespace uroce::verbs

@@ -60,6 +60,10 @@ Result<std::unique_ptr<XrcSharedReceiveQueue>> XrcDomain::create_srq(ProtectionD
       attr.max_sge > d.max_srq_sge)
     return Err(EINVAL);
   if (!dev.acquire(Device::kSrq)) return Err(ENOMEM);
+  if (!dev.totals_.take_recv_wqes(attr.max_wr)) {
+    dev.release(Device::kSrq);
+    return Err(ENOMEM);
+  }
 
   std::lock_guard lock(mu_);
   // Numbers are handed out device-wide in sequence, 24 bits wide (the XRCETH's field), skipping 0
@@ -77,6 +81,7 @@ Result<std::unique_ptr<XrcSharedReceiveQueue>> XrcDomain::create_srq(ProtectionD
   pd.users_.fetch_add(1);
   cq.users_.fetch_add(1);
   std::unique_ptr<XrcSharedReceiveQueue> srq(new XrcSharedReceiveQueue(*this, pd, cq, attr, srqn));
+  srq->recv_wqes_charged_ = attr.max_wr;  // given back by ~SharedReceiveQueue
   srqs_.emplace(srqn, srq.get());
   return srq;
 }
