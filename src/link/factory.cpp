@@ -10,6 +10,7 @@ namespace uroce::link {
 
 std::optional<LinkKind> parse_link_kind(std::string_view name) {
   if (name == "udp") return LinkKind::kUdp;
+  if (name == "raw") return LinkKind::kRaw;
   return std::nullopt;
 }
 
@@ -17,6 +18,8 @@ const char* link_kind_name(LinkKind kind) {
   switch (kind) {
     case LinkKind::kUdp:
       return "udp";
+    case LinkKind::kRaw:
+      return "raw";
   }
   return "?";
 }
@@ -35,6 +38,19 @@ Result<std::unique_ptr<Link>> open_link(const LinkOptions& options, std::string*
       if (!l)
         return fail(l.error(),
                     "cannot open UDP port " + std::to_string(udp.port) + " on " + udp.address);
+      link = std::move(*l);
+      break;
+    }
+    case LinkKind::kRaw: {
+      RawLinkOptions raw = options.raw;
+      raw.address = options.address;
+      auto l = RawLink::open(raw);
+      if (!l) {
+        const std::string where =
+            raw.interface.empty() ? "the interface holding " + raw.address : raw.interface;
+        return fail(l.error(), "cannot open a raw Ethernet link (AF_PACKET, needs root) on " +
+                                   where + (raw.roce_v1 ? " for RoCE v1" : ""));
+      }
       link = std::move(*l);
       break;
     }

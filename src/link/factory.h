@@ -15,15 +15,17 @@
 
 #include "common/result.h"
 #include "link/link.h"
+#include "link/raw_link.h"
 #include "link/udp_link.h"
 
 namespace uroce::link {
 
 enum class LinkKind : uint8_t {
   kUdp,  // RoCEv2 over UDP sockets (udp_link.h)
+  kRaw,  // RoCEv2 or RoCE v1 in Ethernet frames over an AF_PACKET socket (raw_link.h); root
 };
 
-// "udp" -> kUdp; nullopt for a name no kind has.
+// "udp" -> kUdp, "raw" -> kRaw; nullopt for a name no kind has.
 std::optional<LinkKind> parse_link_kind(std::string_view name);
 const char* link_kind_name(LinkKind kind);
 
@@ -32,6 +34,8 @@ struct LinkOptions {
   std::string address;  // the local IPv4 or IPv6 address, which becomes the device's GID
   // kUdp's tuning; `address` above overrides udp.address.
   UdpLinkOptions udp;
+  // kRaw's; `address` above overrides raw.address.
+  RawLinkOptions raw;
   // Non-empty: wrap the link in a CaptureLink (capture_link.h) writing this pcap file.
   std::string pcap_path;
 };

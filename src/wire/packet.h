@@ -1,6 +1,7 @@
 #pragma once
-// RoCEv2 codec: the transport packet (BTH .. payload .. pad) and the frames around it (Ethernet II
-// with optional 802.1Q, IPv4 or IPv6, UDP), plus the ICRC. All of it at explicit offsets.
+// RoCE codec: the transport packet (BTH .. payload .. pad) and the frames around it (Ethernet II
+// with optional 802.1Q; IPv4 or IPv6 and UDP for RoCEv2, the GRH for RoCE v1), plus the ICRC.
+// All of it at explicit offsets.
 #include <array>
 #include <cstddef>
 #include <cstdint>
@@ -227,6 +228,57 @@ inline uint32_t load_icrc(const uint8_t* p) {
 inline void store_icrc(uint8_t* p, uint32_t icrc) {
   for (int i = 0; i < 4; ++i) p[i] = static_cast<uint8_t>(icrc >> (8 * i));
 }
+
+// ---- RoCE v1 (IBA annex A16) ------------------------------------------------------------
+//
+// RoCE v1 is the InfiniBand packet with the LRH replaced by Ethernet: EtherType 0x8915, then an
+// IBA Global Route Header (40 bytes, laid out like IPv6 with version 6), BTH .. pad, ICRC. It is
+// not routable: the GRH's GIDs name end points on one Ethernet segment. The GIDs are the same
+// values a v2 GID table holds (IPv4-mapped or IPv6 addresses); only the GID type differs.
+
+inline constexpr uint8_t kGrhNextHeaderIba = 0x1b;  // IBA 8.3.1: next header is a BTH
+struct Grh {
+  uint8_t traffic_class = 0;
+  uint32_t flow_label = 0;      // 20 bits
+  uint16_t payload_length = 0;  // BTH through ICRC
+  uint8_t next_header = kGrhNextHeaderIba;
+  uint8_t hop_limit = 64;
+  Gid sgid{};
+  Gid dgid{};
+};
+uint32_t write_grh(const Grh& grh, std::span<uint8_t> out);
+
+struct RoceV1Packet {
+  Grh grh;
+  TransportPacket transport;
+  uint32_t icrc = 0;
+};
+// Parses a v1 packet from the GRH on (the bytes after EtherType 0x8915): version 6, next header
+// 0x1B, the payload length within `bytes` (bytes past it, Ethernet padding, are ignored), the
+// ICRC checked before the transport headers are read.
+ParseResult<RoceV1Packet> parse_v1_packet(std::span<const uint8_t> bytes);
+struct RoceV1Frame {
+  Ethernet eth;
+  RoceV1Packet packet;
+};
+// An Ethernet frame (FCS not included, optional 802.1Q) with EtherType 0x8915.
+ParseResult<RoceV1Frame> parse_v1_frame(std::span<const uint8_t> bytes);
+
+// The v1 ICRC (IBA 7.8.1 with annex A16's missing LRH): CRC-32 over 8 bytes of ones standing in
+// for the LRH, the GRH with its variant fields (traffic class, flow label, hop limit) set to ones,
+// the BTH with its reserved byte set to ones, then the rest up to the ICRC. `headers` starts at
+// the GRH and covers at least the BTH; `payload` and `pad` zero bytes follow it.
+uint32_t compute_icrc_v1(std::span<const uint8_t> headers, std::span<const uint8_t> payload = {},
+                         uint8_t pad = 0);
+
+// Builds a complete v1 packet (GRH, transport headers, payload, pad, ICRC) from `grh`, whose
+// payload length is filled in. Returns the bytes written, or 0 as build_ip_packet() does.
+uint32_t build_v1_packet(const Grh& grh, const TransportHeaders& hdr,
+                         std::span<const uint8_t> payload, std::span<uint8_t> out);
+
+// Reads the Ethernet header (and 802.1Q tag) at the start of `frame` into `eth`; returns the
+// offset of what follows, or 0 if the frame is too short.
+uint32_t read_ethernet(std::span<const uint8_t> frame, Ethernet& eth);
 
 // A congestion notification packet (RoCEv2 annex A17, CNP) to `dest_qp`: BECN set, the other BTH
 // flags and the PSN zero; the 16 reserved bytes are written as zeros.

@@ -19,6 +19,9 @@ struct AddressVector {
   uint8_t hop_limit = 64;
   uint32_t flow_label = 0;
   uint16_t udp_src_port = 0xc000;  // ECMP entropy; RoCE NICs derive it from the QP numbers
+  // RoCE v1 (EtherType 0x8915 and a GRH) rather than RoCEv2: the path's source GID is a v1 entry
+  // of the GID table. Only a link that writes Ethernet frames can honour it (link/raw_link.h).
+  bool roce_v1 = false;
 };
 
 struct TxPacket {
@@ -63,6 +66,7 @@ struct RxPacket {
   // A UD receive's GRH carries them (IBA 11.4.1.2: the GRH as it arrived).
   uint8_t traffic_class = 0;
   uint8_t hop_limit = 64;
+  bool roce_v1 = false;  // came as RoCE v1 (the GRH's traffic class and hop limit above)
 };
 
 }  // namespace uroce::wire

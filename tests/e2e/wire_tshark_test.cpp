@@ -357,5 +357,113 @@ TEST(WireTshark, DecodesEveryOpcodeAsWritten) {
   }
 }
 
+// RoCE v1 frames (EtherType 0x8915, GRH, BTH .. ICRC) for every opcode, with and without 802.1Q:
+// tshark must decode them as RoCE with the GRH and BTH as written and nothing malformed.
+TEST(WireTshark, DecodesRoceV1FramesAsWritten) {
+  if (!have_tshark()) GTEST_SKIP() << "tshark not found (Debian package tshark): pcap not decoded";
+  const std::string pcap =
+      testing::TempDir() + "wire_tshark_v1_" + std::to_string(getpid()) + ".pcap";
+  const std::string out = pcap + ".txt";
+  SCOPED_TRACE("capture: " + pcap);
+  const char* const fields[] = {"eth.type",
+                                "infiniband.grh.ipver",
+                                "infiniband.grh.tclass",
+                                "infiniband.grh.flowlabel",
+                                "infiniband.grh.paylen",
+                                "infiniband.grh.nxthdr",
+                                "infiniband.grh.hoplmt",
+                                "infiniband.grh.sgid",
+                                "infiniband.grh.dgid",
+                                "infiniband.bth.opcode",
+                                "infiniband.bth.destqp",
+                                "infiniband.bth.psn",
+                                "infiniband.invariant.crc",
+                                "vlan.priority",
+                                "_ws.expert",
+                                "_ws.malformed"};
+  struct V1Sent {
+    Sent s;
+    Grh grh;
+    uint32_t len = 0;
+  };
+  std::vector<V1Sent> sent;
+  PcapWriter w;
+  ASSERT_EQ(w.open(pcap), 0);
+  for (int code = 0; code < 256; ++code) {
+    if (!opcode_info(static_cast<uint8_t>(code)).valid()) continue;
+    V1Sent v;
+    const int i = static_cast<int>(sent.size());
+    v.s = make(i, static_cast<uint8_t>(code));
+    v.grh.traffic_class = static_cast<uint8_t>(i * 4);
+    v.grh.flow_label = static_cast<uint32_t>(0x10001 * i) & 0xfffff;
+    v.grh.hop_limit = static_cast<uint8_t>(1 + i);
+    v.grh.sgid = gid_from_ipv4({198, 18, 0, 1});
+    v.grh.dgid = {0xfe, 0x80, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, static_cast<uint8_t>(i)};
+    Ethernet eth;
+    eth.src = {2, 0, 0, 0, 0, 1};
+    eth.dst = {2, 0, 0, 0, 0, 2};
+    eth.vlan_tci = v.s.vlan;
+    eth.ethertype = kEthertypeRoceV1;
+    std::vector<uint8_t> frame(256);
+    const uint32_t l2 = write_ethernet(eth, frame);
+    v.len = build_v1_packet(v.grh, v.s.hdr, v.s.payload, std::span(frame).subspan(l2));
+    ASSERT_GT(v.len, 0u);
+    frame.resize(l2 + v.len);
+    v.s.icrc = load_icrc(&frame[frame.size() - kIcrcBytes]);
+    w.write_frame(frame, v.s.time_ns);
+    sent.push_back(std::move(v));
+  }
+  w.close();
+  std::string cmd = "tshark -n -r '" + pcap + "' -T fields -E occurrence=f -E separator=/t";
+  const std::set<std::string> known = tshark_protocols();
+  for (const char* p : kNoHeuristics)
+    if (known.count(p)) cmd += std::string(" --disable-protocol ") + p;
+  for (const char* f : fields) cmd += std::string(" -e ") + f;
+  cmd += " >'" + out + "' 2>/dev/null";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  std::ifstream in(out);
+  std::vector<std::vector<std::string>> rows;
+  for (std::string line; std::getline(in, line);) {
+    std::vector<std::string> cols;
+    std::stringstream ss(line);
+    for (std::string c; std::getline(ss, c, '\t');) cols.push_back(c);
+    cols.resize(std::size(fields));
+    rows.push_back(std::move(cols));
+  }
+  ASSERT_EQ(rows.size(), sent.size());
+  int icrc_shown = 0;
+  for (size_t i = 0; i < sent.size(); ++i) {
+    const V1Sent& v = sent[i];
+    const auto& r = rows[i];
+    SCOPED_TRACE(testing::Message()
+                 << "frame " << i + 1 << " " << opcode_info(v.s.hdr.bth.opcode).name);
+    EXPECT_EQ(r[14], "");
+    EXPECT_EQ(r[15], "");
+    EXPECT_EQ(num(r[0]), v.s.vlan ? kEthertypeVlan : kEthertypeRoceV1);
+    EXPECT_EQ(num(r[1]), 6u);
+    EXPECT_EQ(num(r[2]), v.grh.traffic_class);
+    EXPECT_EQ(num(r[3]), v.grh.flow_label);
+    EXPECT_EQ(num(r[4]), v.len - kGrhBytes);
+    EXPECT_EQ(num(r[5]), kGrhNextHeaderIba);
+    EXPECT_EQ(num(r[6]), v.grh.hop_limit);
+    EXPECT_EQ(r[7], "::ffff:198.18.0.1");
+    EXPECT_EQ(r[8],
+              "fe80::" + (i == 0 ? std::string() : (std::stringstream() << std::hex << i).str()));
+    EXPECT_EQ(num(r[9]), v.s.hdr.bth.opcode);
+    EXPECT_EQ(num(r[10]), v.s.hdr.bth.dest_qp);
+    EXPECT_EQ(num(r[11]), v.s.hdr.bth.psn.value());
+    EXPECT_EQ(r[13].empty(), !v.s.vlan);
+    if (!r[12].empty()) {
+      ++icrc_shown;
+      EXPECT_EQ(num(r[12]), __builtin_bswap32(v.s.icrc));
+    }
+  }
+  EXPECT_GE(icrc_shown, 36);
+  if (!HasFailure()) {
+    std::remove(pcap.c_str());
+    std::remove(out.c_str());
+  }
+}
+
 }  // namespace
 }  // namespace uroce::wire

@@ -80,6 +80,22 @@ TEST(LinkFactory, KindNames) {
   EXPECT_EQ(parse_link_kind(""), std::nullopt);
   EXPECT_EQ(parse_link_kind("xdp"), std::nullopt);
   EXPECT_STREQ(link_kind_name(LinkKind::kUdp), "udp");
+  EXPECT_EQ(parse_link_kind("raw"), LinkKind::kRaw);
+  EXPECT_STREQ(link_kind_name(LinkKind::kRaw), "raw");
+}
+
+TEST(LinkFactory, ARawLinkOnAnAddressNoInterfaceHoldsIsEinvalWithASentence) {
+  LinkOptions o;
+  o.kind = LinkKind::kRaw;
+  o.address = "198.51.100.77";  // TEST-NET-2: held by no interface here
+  std::string error;
+  auto l = open_link(o, &error);
+  ASSERT_FALSE(l.ok());
+  EXPECT_EQ(l.error(), EINVAL);
+  EXPECT_EQ(error,
+            std::string("cannot open a raw Ethernet link (AF_PACKET, needs root) on the interface "
+                        "holding 198.51.100.77: ") +
+                std::strerror(EINVAL));
 }
 
 TEST(LinkFactory, AnUnknownKindIsEinval) {

@@ -570,6 +570,9 @@ NodeOptions node_options(const BenchOptions& o, const BenchParams& p) {
   n.retry_cnt = o.retry_cnt;
   n.rnr_retry = o.rnr_retry;
   n.pcap_path = o.pcap_path;
+  n.link = o.link;
+  n.roce_v1 = o.roce_v1;
+  n.vlan_id = o.vlan_id;
   n.congestion = o.congestion;
   n.loss_recovery = o.loss_recovery;
   n.write_segments = o.write_segments;

@@ -22,8 +22,15 @@ std::string gid_to_string(const Gid& gid) {
 std::unique_ptr<Node> Node::open(const NodeOptions& options, std::string& error) {
   std::unique_ptr<Node> n(new Node(options));
   api::NicOptions no;
-  no.link.kind = api::LinkKind::kUdp;
+  const auto kind = api::parse_link_kind(options.link);
+  if (!kind) {
+    error = "unknown link '" + options.link + "' (udp, raw)";
+    return nullptr;
+  }
+  no.link.kind = *kind;
   no.link.address = options.address;
+  no.link.raw.roce_v1 = options.roce_v1;
+  if (options.vlan_id >= 0) no.link.raw.vlan_id = static_cast<uint16_t>(options.vlan_id);
   no.link.pcap_path = options.pcap_path;
   no.device.name = "uroce0";
   no.device.port.active_mtu = Mtu::k4096;
