@@ -29,7 +29,8 @@ Result<std::unique_ptr<Nic>> open_nic(const NicOptions& options, std::string* er
       static_cast<uint32_t>(ProgressEngine::now_ns() ^ (uint64_t{uint32_t(::getpid())} << 12)) | 1;
   ProgressEngine* engine = nic->engine_.get();
   nic->cm_ = std::make_unique<cm::CmPort>(
-      *nic->device_, cm_config, [engine] { engine->kick(); }, &ProgressEngine::now_ns);
+      *nic->device_, cm_config, [engine] { engine->kick(); }, [engine] { engine->pump(); },
+      &ProgressEngine::now_ns);
   if (options.start_engine) {
     if (int err = nic->engine_->start()) {
       if (error) *error = std::string("cannot start the progress engine: ") + std::strerror(err);

@@ -191,6 +191,9 @@ Nanos Device::transmit_gsi(Nanos now) {
     p.pad = h.bth.pad_count;
     p.dest = &av;
     link_.transmit(p);
+    // Out now, not at the pass's end: the agent reports events after sending, and a program
+    // that exits on one (a DISCONNECTED after the DREP it caused) must not take the MAD along.
+    link_.flush();
     gsi_tx_.fetch_add(1, std::memory_order_relaxed);
   });
 }
@@ -254,9 +257,9 @@ Nanos Device::progress(Nanos now, size_t budget) {
     received = receive();
     sent = transmit(budget);
   }
-  // After the receive, so that a REQ that just arrived is answered in the same pass.
+  // After the receive, so that a REQ that just arrived is answered in the same pass (each MAD
+  // is flushed as it is sent).
   Nanos next = transmit_gsi(now);
-  link_.flush();
   if (received >= budget || sent >= budget) return now;
 
   for (QueuePair* qp : qp_order_) next = std::min(next, qp->next_deadline(now));

@@ -19,8 +19,8 @@ class ManagementAgent {
   virtual ~ManagementAgent() = default;
   // A MAD (the whole UD payload) that arrived on QPN 1 from `peer` (the IP source address).
   virtual void receive(const Gid& peer, std::span<const uint8_t> mad, Nanos now) = 0;
-  // Fires the timers due at `now` and sends every queued MAD with `send` (to QPN 1 at `peer`).
-  // Returns the agent's next deadline (kNever when it has none).
+  // Fires the timers due at `now` and sends every queued MAD with `send` (to QPN 1 at `peer`;
+  // on the wire when `send` returns). Returns the agent's next deadline (kNever when none).
   virtual Nanos transmit(Nanos now, const SendMad& send) = 0;
 };
 

@@ -7,10 +7,12 @@
 #   rping against a device with no listener on the port: REJECTED with status 8 (invalid service
 #     ID), the line rping prints against a hardware NIC;
 #   rdma_server / rdma_client: the synchronous API (rdma_getaddrinfo, rdma_create_ep,
-#     rdma_get_request, rdma_accept, rdma_connect), both ending with status 0.
+#     rdma_get_request, rdma_accept, rdma_connect), both ending with status 0;
+#   ucmatose: four connections on one channel, ten messages each, the server disconnecting, in
+#     the RDMA_PS_TCP and RDMA_PS_IB port spaces.
 set -uo pipefail
 source "$(dirname "$0")/abi_lib.sh" "$1"
-for tool in rping rdma_server rdma_client; do
+for tool in rping rdma_server rdma_client ucmatose; do
   command -v $tool >/dev/null || { echo "SKIP: $tool not installed (Debian package rdmacm-utils)"; exit 77; }
 done
 
@@ -47,10 +49,9 @@ client() {  # client NAME CMD...: runs it with the client's device; its exit cod
   done
 }
 
-server_rc() {
-  local rc=0
-  wait "$SERVER_PID" || rc=$?
-  echo $rc
+server_rc() {  # waits for the server; its exit code in $src
+  src=0
+  wait "$SERVER_PID" || src=$?
 }
 
 show() {
@@ -74,7 +75,7 @@ PY
 # ---- rping: ten verified ping-pongs -------------------------------------------------------------
 serve rping rping -s -a $S -p 7174 -C 10 -v
 client rping rping -c -a $S -p 7174 -C 10 -v
-src=$(server_rc)
+server_rc
 [[ $CLIENT_RC == 0 && $src == 0 ]] || { show rping; abi_fail "rping: client $CLIENT_RC, server $src"; }
 diff <(expected_pings "" 10) "$ABI_TMP/rping.client" >&2 || { show rping; abi_fail "rping: client output"; }
 diff <(expected_pings "server " 10) <(grep "^server ping data" "$ABI_TMP/rping.server") >&2 ||
@@ -96,11 +97,30 @@ echo "ok   rping with no listener: RDMA_CM_EVENT_REJECTED, error 8"
 # ---- rdma_server / rdma_client -----------------------------------------------------------------
 serve sync rdma_server -s $S -p 7177
 client sync rdma_client -s $S -p 7177
-src=$(server_rc)
+server_rc
 [[ $CLIENT_RC == 0 && $src == 0 ]] || { show sync; abi_fail "rdma_client $CLIENT_RC, rdma_server $src"; }
 diff <(printf 'rdma_server: start\nrdma_server: end 0\n') "$ABI_TMP/sync.server" >&2 ||
   { show sync; abi_fail "rdma_server output"; }
 diff <(printf 'rdma_client: start\nrdma_client: end 0\n') "$ABI_TMP/sync.client" >&2 ||
   { show sync; abi_fail "rdma_client output"; }
 echo "ok   rdma_server / rdma_client: end 0"
+
+# ---- ucmatose: several connections ----------------------------------------------------------------
+port=7178
+for ps in tcp ib; do
+  serve ucmatose_$ps ucmatose -b $S -p $port -P $ps -c 4 -C 10
+  client ucmatose_$ps ucmatose -s $S -p $port -P $ps -c 4 -C 10
+  server_rc
+  [[ $CLIENT_RC == 0 && $src == 0 ]] ||
+    { show ucmatose_$ps; abi_fail "ucmatose -P $ps: client $CLIENT_RC, server $src"; }
+  diff <(printf '%s\n' "cmatose: starting server" "initiating data transfers" "completing sends" \
+    "receiving data transfers" "data transfers complete" "cmatose: disconnecting" "disconnected" \
+    "test complete" "return status 0") "$ABI_TMP/ucmatose_$ps.server" >&2 ||
+    { show ucmatose_$ps; abi_fail "ucmatose -P $ps: server output"; }
+  diff <(printf '%s\n' "cmatose: starting client" "cmatose: connecting" "receiving data transfers" \
+    "sending replies" "data transfers complete" "test complete" "return status 0") \
+    "$ABI_TMP/ucmatose_$ps.client" >&2 || { show ucmatose_$ps; abi_fail "ucmatose -P $ps: client output"; }
+  echo "ok   ucmatose -P $ps -c 4 -C 10"
+  port=$((port + 1))
+done
 echo "PASS"

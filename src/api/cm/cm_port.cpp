@@ -5,10 +5,11 @@
 namespace uroce::cm {
 
 CmPort::CmPort(verbs::Device& device, CmConfig config, std::function<void()> wake,
-               std::function<Nanos()> clock)
+               std::function<void()> pass, std::function<Nanos()> clock)
     : device_(device),
       ca_guid_(config.local_ca_guid),
       wake_(std::move(wake)),
+      pass_(std::move(pass)),
       clock_(std::move(clock)),
       cm_(device.gid(), config) {
   device_.attach_management_agent(this);
@@ -107,6 +108,10 @@ int CmPort::sidr_reject(ConnId id, std::span<const uint8_t> private_data) {
 CmCounters CmPort::counters() const {
   std::lock_guard lock(mu_);
   return cm_.counters();
+}
+
+void CmPort::flush() {
+  if (pass_) pass_();
 }
 
 }  // namespace uroce::cm

@@ -15,10 +15,11 @@ namespace uroce::cm {
 
 class CmPort final : public CmService, public verbs::ManagementAgent {
  public:
-  // `wake` asks whatever drives the device for a pass soon (ProgressEngine::kick); `clock`
-  // gives the time the consumer calls are stamped with.
+  // `wake` asks whatever drives the device for a pass soon (ProgressEngine::kick), `pass` runs
+  // one on the calling thread (ProgressEngine::pump); `clock` gives the time the consumer calls
+  // are stamped with.
   CmPort(verbs::Device& device, CmConfig config, std::function<void()> wake,
-         std::function<Nanos()> clock);
+         std::function<void()> pass, std::function<Nanos()> clock);
   ~CmPort() override;  // detaches from the device
   CmPort(const CmPort&) = delete;
   CmPort& operator=(const CmPort&) = delete;
@@ -46,6 +47,7 @@ class CmPort final : public CmService, public verbs::ManagementAgent {
                  std::span<const uint8_t> private_data) override;
   int sidr_reject(ConnId id, std::span<const uint8_t> private_data) override;
   CmCounters counters() const override;
+  void flush() override;
   uint64_t events_unhandled() const;
 
  private:
@@ -56,6 +58,7 @@ class CmPort final : public CmService, public verbs::ManagementAgent {
   verbs::Device& device_;
   const uint64_t ca_guid_;
   std::function<void()> wake_;
+  std::function<void()> pass_;
   std::function<Nanos()> clock_;
   mutable std::mutex mu_;  // the CM; never held while the handler runs
   ConnectionManager cm_;

@@ -41,6 +41,9 @@ class CmService {
                          std::span<const uint8_t> private_data) = 0;
   virtual int sidr_reject(ConnId id, std::span<const uint8_t> private_data) = 0;
   virtual CmCounters counters() const = 0;
+  // Runs a device pass on the calling thread, so what the calls above queued is on the wire when
+  // it returns (a process about to exit sends its DREQs).
+  virtual void flush() = 0;
 };
 
 }  // namespace uroce::cm

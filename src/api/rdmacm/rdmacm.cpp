@@ -257,6 +257,7 @@ void on_cm_event(int dev, cm::CmEvent&& e) {
       delete child;
       return;
     }
+    child->pub.channel = &child->channel->pub;
     child->state = IdState::kRequest;
     child->conn = e.conn;
     child->req = *e.req;
@@ -325,6 +326,22 @@ void on_cm_event(int dev, cm::CmEvent&& e) {
   push(id->channel, std::move(p));
 }
 
+// A process that exits with connections up: each gets its DREQ (or REJ) before the CM goes with
+// the process, as the kernel's CM would send it for a hardware NIC.
+void disconnect_all_at_exit() {
+  std::vector<cm::CmService*> used;
+  {
+    std::lock_guard lock(g_mu);
+    for (Id* id : g_ids) {
+      if (!id->conn || id->device < 0) continue;
+      g_devices[id->device].cm->destroy(*id->conn);
+      forget_conn(id);
+      used.push_back(g_devices[id->device].cm);
+    }
+  }
+  for (cm::CmService* cm : used) cm->flush();
+}
+
 // ---- devices ----------------------------------------------------------------------------------
 
 // Opens every uroce device once (as rdma-core's librdmacm does) and attaches to its CM.
@@ -363,6 +380,7 @@ int init_devices() {
   g_devices = std::move(found);
   g_initialized = true;
   g_init_error = g_devices.empty() ? ENODEV : 0;
+  std::atexit(disconnect_all_at_exit);
   for (size_t i = 0; i < g_devices.size(); ++i) {
     const int dev = static_cast<int>(i);
     g_devices[i].cm->set_event_handler([dev](cm::CmEvent&& e) { on_cm_event(dev, std::move(e)); });
