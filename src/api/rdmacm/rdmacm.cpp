@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -117,9 +118,13 @@ struct Id {
   // rdma_create_ep on a passive id: rdma_get_request gives each new id a QP like this.
   std::optional<ibv_qp_init_attr> ep_qp_attr;
   ibv_pd* ep_pd = nullptr;
+  // Events handed to the program and not acked yet: rdma_destroy_id waits for them, as
+  // rdma-core's does, so a thread still handling one never sees the id freed under it.
+  uint32_t events_out = 0;  // guarded by g_mu
 };
 
 std::mutex g_mu;
+std::condition_variable g_acked;  // an event was acked (Id::events_out)
 bool g_initialized = false;
 int g_init_error = 0;
 std::vector<DeviceEntry> g_devices;
@@ -952,8 +957,9 @@ UROCE_RDMACM_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_e
       if (c->queue.empty()) continue;
       p = std::move(c->queue.front());
       c->queue.pop_front();
+      if (p.id == nullptr) continue;  // its id was destroyed
+      ++p.id->events_out;
     }
-    if (p.id == nullptr) continue;  // its id was destroyed
     Id* id = p.id;
     auto* e = new Event;
     e->pub.id = &id->pub;
@@ -976,7 +982,9 @@ UROCE_RDMACM_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_e
         std::lock_guard lock(g_mu);
         if (!id->conn) {
           delete e;
-          continue;  // destroyed or rejected meanwhile
+          --id->events_out;
+          g_acked.notify_all();
+          continue;  // rejected meanwhile
         }
         if (err) {
           g_devices[id->device].cm->reject(*id->conn, {});
@@ -992,8 +1000,8 @@ UROCE_RDMACM_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_e
     } else if (p.type == RDMA_CM_EVENT_ESTABLISHED) {
       id->state = IdState::kConnected;
     } else if (p.type == RDMA_CM_EVENT_DISCONNECTED) {
+      // The QP is left as it is, as rdma-core does: a program may have destroyed it already.
       id->state = IdState::kDisconnected;
-      if (id->pub.qp) modify_qp(id, IBV_QPS_ERR);
     }
     e->pub.event = static_cast<rdma_cm_event_type>(p.type);
     if (!e->private_data.empty()) {
@@ -1030,7 +1038,12 @@ UROCE_RDMACM_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_e
 UROCE_RDMACM_EXPORT int rdma_ack_cm_event(rdma_cm_event* event) {
   if (event == nullptr) return fail(EINVAL);
   auto* e = reinterpret_cast<Event*>(event);
-  if (e->pub.id && e->pub.id->event == event) e->pub.id->event = nullptr;
+  if (e->pub.id) {
+    if (e->pub.id->event == event) e->pub.id->event = nullptr;
+    std::lock_guard lock(g_mu);
+    --from(e->pub.id)->events_out;
+    g_acked.notify_all();
+  }
   delete e;
   return 0;
 }
@@ -1038,7 +1051,8 @@ UROCE_RDMACM_EXPORT int rdma_ack_cm_event(rdma_cm_event* event) {
 UROCE_RDMACM_EXPORT int rdma_destroy_id(rdma_cm_id* cm_id) {
   if (cm_id == nullptr) return fail(EINVAL);
   Id* id = from(cm_id);
-  std::lock_guard lock(g_mu);
+  std::unique_lock lock(g_mu);
+  g_acked.wait(lock, [id] { return id->events_out == 0; });
   if (id->conn && id->device >= 0) g_devices[id->device].cm->destroy(*id->conn);
   forget_conn(id);
   for (auto& [d, lid] : id->listeners) {
@@ -1078,7 +1092,7 @@ UROCE_RDMACM_EXPORT int rdma_get_request(rdma_cm_id* listen, rdma_cm_id** out) {
       continue;
     }
     *out = e->id;
-    // Kept on the new id until it is acked or the id destroyed, as rdma-core does.
+    // The new id is the program's now; the event is acked here.
     e->id->event = nullptr;
     rdma_ack_cm_event(e);
     return 0;
