@@ -22,6 +22,7 @@ CmPort::~CmPort() {
 void CmPort::receive(const Gid& peer, std::span<const uint8_t> mad, Nanos now) {
   std::lock_guard lock(mu_);
   cm_.receive(peer, mad, now);
+  changed_ = true;
 }
 
 Nanos CmPort::transmit(Nanos now, const SendMad& send) {
@@ -29,10 +30,14 @@ Nanos CmPort::transmit(Nanos now, const SendMad& send) {
   Nanos next = kNever;
   {
     std::lock_guard lock(mu_);
+    // Every pass comes here: when nothing happened since the last look and no timer is due,
+    // skip the scan of the records.
+    if (!changed_ && now < next_deadline_) return next_deadline_;
     cm_.advance(now);
     while (auto m = cm_.pop_outgoing()) send(m->peer, m->bytes);
     while (auto e = cm_.pop_event()) events.push_back(std::move(*e));
-    next = cm_.next_deadline();
+    next = next_deadline_ = cm_.next_deadline();
+    changed_ = false;
   }
   if (!events.empty()) {
     std::lock_guard lock(handler_mu_);
@@ -61,6 +66,7 @@ template <typename F>
 auto CmPort::locked(F&& call) {
   auto result = [&] {
     std::lock_guard lock(mu_);
+    changed_ = true;
     return call(clock_());
   }();
   if (wake_) wake_();

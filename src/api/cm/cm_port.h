@@ -62,6 +62,8 @@ class CmPort final : public CmService, public verbs::ManagementAgent {
   std::function<Nanos()> clock_;
   mutable std::mutex mu_;  // the CM; never held while the handler runs
   ConnectionManager cm_;
+  bool changed_ = true;            // a MAD or a consumer call since the last transmit()
+  Nanos next_deadline_ = 0;        // cm_.next_deadline() as of then
   mutable std::mutex handler_mu_;  // the handler; held while it runs, so replacing it waits
   EventHandler handler_;
   uint64_t events_unhandled_ = 0;  // guarded by handler_mu_
