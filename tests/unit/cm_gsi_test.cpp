@@ -1,7 +1,8 @@
-// The GSI QP plumbing: two NICs on real UDP links (127.77.41.1 and .2), each with its connection
-// manager attached to QPN 1 and driven only by its progress engine's thread. CM MADs cross as
-// RoCEv2 UD SEND ONLY packets; events reach the handler; a REQ for a service nobody listens on
-// is rejected with reason 8; a UD packet to QPN 1 with another Q_Key is dropped and counted.
+// The GSI QP plumbing: two NICs on real UDP links (127.77.41.x, two addresses per test so that
+// ctest may run the tests in parallel), each with its connection manager attached to QPN 1 and
+// driven only by its progress engine's thread. CM MADs cross as RoCEv2 UD SEND ONLY packets;
+// events reach the handler; a REQ for a service nobody listens on is rejected with reason 8; a
+// UD packet to QPN 1 with another Q_Key is dropped and counted.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -131,7 +132,7 @@ TEST(CmGsi, ConnectAcceptEstablishOverUdp) {
 }
 
 TEST(CmGsi, NoListenerIsRejectedWithInvalidServiceId) {
-  Side a("127.77.41.1"), b("127.77.41.2");
+  Side a("127.77.41.3"), b("127.77.41.4");
   ASSERT_TRUE(a.nic && b.nic);
   ASSERT_TRUE(a.nic->cm().connect(connect_params(a, b)).ok());
   auto e = a.log.next();
@@ -143,10 +144,10 @@ TEST(CmGsi, NoListenerIsRejectedWithInvalidServiceId) {
 
 // A UD SEND to QPN 1 with a Q_Key other than the GSI's never reaches the CM.
 TEST(CmGsi, WrongQkeyIsDroppedAndCounted) {
-  Side b("127.77.41.2");
+  Side b("127.77.41.6");
   ASSERT_TRUE(b.nic);
   NicOptions o;
-  o.link.address = "127.77.41.1";
+  o.link.address = "127.77.41.5";
   auto raw = open_nic(o);  // only its link is used, to send a hand-built packet
   ASSERT_TRUE(raw.ok());
   wire::TransportHeaders h;
