@@ -9,7 +9,7 @@ packages=(
   nlohmann-json3-dev
   clang-14 libclang-rt-14-dev clang-format
   python3 python3-scapy python3-pyverbs tshark
-  iproute2 nftables ibverbs-utils perftest qperf ucx-utils libfabric-bin
+  iproute2 nftables ibverbs-utils rdmacm-utils perftest qperf ucx-utils libfabric-bin
   openmpi-bin libopenmpi-dev mpich libmpich-dev util-linux
 )
 missing=()

@@ -1,11 +1,14 @@
 #include "api/nic.h"
 
+#include <unistd.h>
+
 #include <cstring>
 
 namespace uroce::api {
 
 Nic::~Nic() {
   engine_.reset();  // stops the thread before the device it drives
+  cm_.reset();      // detaches from the device
   device_.reset();  // before the link it uses
   link_.reset();
 }
@@ -18,6 +21,16 @@ Result<std::unique_ptr<Nic>> open_nic(const NicOptions& options, std::string* er
   nic->qp_defaults_ = options.qp_defaults;
   nic->device_ = std::make_unique<verbs::Device>(*nic->link_, options.device);
   nic->engine_ = std::make_unique<ProgressEngine>(*nic->device_, options.progress);
+  cm::CmConfig cm_config;
+  cm_config.local_ca_guid = nic->device_->attr().node_guid;
+  // Communication IDs differ between runs, so a peer can tell a restarted process's REQ from a
+  // repeat of the old one (stale connections, docs/cm.md).
+  cm_config.first_comm_id =
+      static_cast<uint32_t>(ProgressEngine::now_ns() ^ (uint64_t{uint32_t(::getpid())} << 12)) | 1;
+  ProgressEngine* engine = nic->engine_.get();
+  nic->cm_ = std::make_unique<cm::CmPort>(
+      *nic->device_, cm_config, [engine] { engine->kick(); }, [engine] { engine->pump(); },
+      &ProgressEngine::now_ns);
   if (options.start_engine) {
     if (int err = nic->engine_->start()) {
       if (error) *error = std::string("cannot start the progress engine: ") + std::strerror(err);

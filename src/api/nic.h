@@ -11,11 +11,15 @@
 //   if (!nic) ...  // an errno
 //   auto ctx = (*nic)->device().open();
 //
+// Every Nic has a connection manager on its GSI QP (cm(), docs/cm.md): a peer's REQ for a service
+// nobody listens on gets REJ invalid service ID, as from a hardware NIC.
+//
 // Objects opened on the device (contexts and their children) must be destroyed before the Nic.
 #include <cstdint>
 #include <memory>
 #include <string>
 
+#include "api/cm/cm_port.h"
 #include "api/progress_engine.h"
 #include "api/uroce.h"
 #include "common/result.h"
@@ -62,6 +66,7 @@ class Nic {
   link::Link& link() { return *link_; }
   const link::Link& link() const { return *link_; }
   const QpTransportOptions& qp_defaults() const { return qp_defaults_; }
+  cm::CmPort& cm() { return *cm_; }
 
  private:
   friend Result<std::unique_ptr<Nic>> open_nic(const NicOptions&, std::string*);
@@ -70,6 +75,7 @@ class Nic {
   std::unique_ptr<link::Link> link_;
   std::unique_ptr<verbs::Device> device_;
   std::unique_ptr<ProgressEngine> engine_;
+  std::unique_ptr<cm::CmPort> cm_;
   QpTransportOptions qp_defaults_;
 };
 

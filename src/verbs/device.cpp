@@ -8,6 +8,9 @@
 #include "common/check.h"
 #include "verbs/cq.h"
 #include "verbs/qp.h"
+#include "wire/mad.h"
+#include "wire/opcode.h"
+#include "wire/packet.h"
 
 namespace uroce::verbs {
 namespace {
@@ -146,9 +149,62 @@ void Device::set_port_state(PortState state) {
   post_to_all_contexts(e);
 }
 
+void Device::attach_management_agent(ManagementAgent* agent) {
+  std::unique_lock quiesce(quiesce_);
+  agent_ = agent;
+}
+
+GsiCounters Device::gsi_counters() const {
+  return {gsi_rx_.load(), gsi_rx_drops_.load(), gsi_tx_.load()};
+}
+
+void Device::deliver_gsi(const wire::RxPacket& packet, Nanos now) {
+  // IBA 10.2.4/13.5.1: the GSI takes UD SENDs from any QP, with the GSI Q_Key. Every CM MAD is a
+  // SEND ONLY without immediate data.
+  const wire::TransportHeaders& h = *packet.hdr;
+  if (agent_ == nullptr || h.bth.opcode != wire::op::kUdSendOnly || h.deth.qkey != wire::kGsiQkey) {
+    gsi_rx_drops_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  gsi_rx_.fetch_add(1, std::memory_order_relaxed);
+  agent_->receive(packet.sgid, packet.payload, now);
+}
+
+Nanos Device::transmit_gsi(Nanos now) {
+  if (agent_ == nullptr) return kNever;
+  return agent_->transmit(now, [this](const Gid& peer, std::span<const uint8_t> mad) {
+    wire::TransportHeaders h;
+    h.bth.opcode = wire::op::kUdSendOnly;
+    h.bth.dest_qp = wire::kGsiQpn;
+    h.bth.psn = Psn(gsi_psn_);
+    gsi_psn_ = (gsi_psn_ + 1) & 0xffffff;
+    h.bth.pad_count = wire::pad_for(static_cast<uint32_t>(mad.size()));
+    h.deth.qkey = wire::kGsiQkey;
+    h.deth.src_qp = wire::kGsiQpn;
+    wire::AddressVector av;
+    av.dgid = peer;
+    wire::TxPacket p;
+    p.header_len = wire::write_transport_headers(h, p.header);
+    p.payload[0] = mad;
+    p.payload_parts = 1;
+    p.payload_len = static_cast<uint32_t>(mad.size());
+    p.pad = h.bth.pad_count;
+    p.dest = &av;
+    link_.transmit(p);
+    // Out now, not at the pass's end: the agent reports events after sending, and a program
+    // that exits on one (a DISCONNECTED after the DREP it caused) must not take the MAD along.
+    link_.flush();
+    gsi_tx_.fetch_add(1, std::memory_order_relaxed);
+  });
+}
+
 void Device::deliver(const wire::RxPacket& packet, Nanos now) {
   if (packet.hdr == nullptr) {
     rx_drop_unknown_qpn_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  if (packet.hdr->bth.dest_qp == wire::kGsiQpn) {
+    deliver_gsi(packet, now);
     return;
   }
   auto it = qps_.find(packet.hdr->bth.dest_qp);
@@ -190,20 +246,22 @@ Nanos Device::progress(Nanos now, size_t budget) {
   // second order makes a ping-pong's reply leave at once instead of behind a receive system call,
   // and lets the ACK of the message it answers share the reply's send call (the link puts the
   // reply first). The pass then returns `now`, so the caller does not sleep on an unsent ACK.
-  size_t sent = 0;
+  size_t sent = 0, received = 0;
+  auto receive = [&] {
+    return link_.poll([this, now](const wire::RxPacket& p) { deliver(p, now); }, budget);
+  };
   if (config_.transmit_before_receive) {
     sent = transmit(budget);
-    const size_t received =
-        link_.poll([this, now](const wire::RxPacket& p) { deliver(p, now); }, budget);
-    if (received >= budget || sent >= budget) return now;
+    received = receive();
   } else {
-    const size_t received =
-        link_.poll([this, now](const wire::RxPacket& p) { deliver(p, now); }, budget);
+    received = receive();
     sent = transmit(budget);
-    if (received >= budget || sent >= budget) return now;
   }
+  // After the receive, so that a REQ that just arrived is answered in the same pass (each MAD
+  // is flushed as it is sent).
+  Nanos next = transmit_gsi(now);
+  if (received >= budget || sent >= budget) return now;
 
-  Nanos next = kNever;
   for (QueuePair* qp : qp_order_) next = std::min(next, qp->next_deadline(now));
   return next;
 }
@@ -248,6 +306,9 @@ std::vector<Counter> Device::counters() const {
       {"link_rx_not_roce_drops", l.rx_drop_not_roce},
       {"link_tx_errors", l.tx_errors},
       {"progress_passes", progress_passes_.load()},
+      {"gsi_rx_mads", gsi_rx_.load()},
+      {"gsi_rx_drops", gsi_rx_drops_.load()},
+      {"gsi_tx_mads", gsi_tx_.load()},
   };
   total.insert(total.end(), own.begin(), own.end());
   return total;

@@ -40,6 +40,7 @@
 #include "transport/qp.h"
 #include "verbs/attrs.h"
 #include "verbs/event.h"
+#include "verbs/gsi.h"
 #include "verbs/mr.h"
 
 namespace uroce::verbs {
@@ -121,6 +122,12 @@ class Device {
 
   uint32_t users() const { return contexts_open_.load(); }
 
+  // The GSI QP's consumer (verbs/gsi.h): MADs to QPN 1 go to `agent`, and every progress() pass
+  // lets it send and fire its timers. Null detaches. The agent must stay alive until detached;
+  // attaching waits out a pass in flight.
+  void attach_management_agent(ManagementAgent* agent);
+  GsiCounters gsi_counters() const;
+
  private:
   friend class Context;
   friend class ProtectionDomain;
@@ -148,6 +155,9 @@ class Device {
   void send_ready_before_destroy(QueuePair* qp);
   void post_to_all_contexts(const AsyncEvent& e);
   void deliver(const wire::RxPacket& packet, Nanos now);
+  void deliver_gsi(const wire::RxPacket& packet, Nanos now);
+  // Lets the agent fire its timers and send; returns its next deadline.
+  Nanos transmit_gsi(Nanos now);
 
   link::Link& link_;
   DeviceConfig config_;
@@ -178,6 +188,9 @@ class Device {
   std::atomic<uint64_t> rx_drop_qp_state_{0};
   std::atomic<uint64_t> progress_passes_{0};
   std::atomic<Nanos> last_pass_at_{0};  // the `now` of the latest progress() pass
+  ManagementAgent* agent_ = nullptr;    // guarded by quiesce_
+  uint32_t gsi_psn_ = 0;                // UD PSNs are not checked; counted for a readable capture
+  std::atomic<uint64_t> gsi_rx_{0}, gsi_rx_drops_{0}, gsi_tx_{0};
   // Counters of QPs already destroyed, so device totals never go backwards.
   std::vector<Counter> retired_;
 };

@@ -376,3 +376,18 @@ UROCE_IBV_EXPORT int ibv_read_sysfs_file(const char* dir, const char* file, char
 UROCE_IBV_EXPORT const char* ibv_get_sysfs_path() {
   return kSysfsRoot;
 }
+
+// IBVERBS_PRIVATE_UROCE: the connection manager of an open context's device, for the drop-in
+// librdmacm (docs/cm.md), or null with errno when the device's NIC did not start.
+UROCE_IBV_EXPORT uroce::cm::CmService* uroce_private_cm(ibv_context* context) {
+  Context* ctx = checked(context);
+  if (!ctx) {
+    errno = EINVAL;
+    return nullptr;
+  }
+  if (int err = ctx->state->open_error()) {
+    errno = err;
+    return nullptr;
+  }
+  return &ctx->state->runtime()->cm();
+}

@@ -29,6 +29,8 @@ class Runtime {
   Runtime& operator=(const Runtime&) = delete;
 
   verbs::Device& device() { return nic_->device(); }
+  // The device's connection manager, for the librdmacm drop-in (uroce_private_cm).
+  cm::CmService& cm() { return nic_->cm(); }
   // Every QP this process creates on the device gets these (UROCE_CC, ...: config.h).
   const QpTransportOptions& qp_defaults() const { return nic_->qp_defaults(); }
   // After work was posted, or when a poll found nothing: runs one progress pass on the calling

@@ -1,9 +1,7 @@
-// Extension point: a connection manager replaces this stand-in (docs/architecture.md says where
-// the MAD codec, the GSI QP and the CM state machine go).
-// Stand-in librdmacm.so.1. Connection management (rdma_cm, perftest -R / -z) and rsockets are
-// not supported by uroce yet: every call fails (-1, or NULL for pointers, with errno EOPNOTSUPP;
-// rdma_create_event_channel ENODEV), so tools report a clean error instead of failing to start
-// because the real librdmacm cannot bind to the drop-in libibverbs.
+// The librdmacm calls uroce does not implement yet (docs/cm.md lists them): rsockets, SRQs on an
+// id, multicast, ECE, migrate_id and rdma_create_qp_ex. Each fails with -1 (NULL for pointers)
+// and errno EOPNOTSUPP, as the stand-in this library replaced did, so a program reports a clean
+// error.
 #if __has_include(<rdma/rdma_cma.h>)
 #include <rdma/rdma_cma.h>
 #include <rdma/rsocket.h>
@@ -49,33 +47,6 @@ UROCE_STUB_EXPORT int rclose(int) {
 UROCE_STUB_EXPORT int rconnect(int, const sockaddr*, socklen_t) {
   return fail_int();
 }
-UROCE_STUB_EXPORT int rdma_accept(rdma_cm_id*, rdma_conn_param*) {
-  return fail_int();
-}
-UROCE_STUB_EXPORT int rdma_ack_cm_event(rdma_cm_event*) {
-  return fail_int();
-}
-UROCE_STUB_EXPORT int rdma_bind_addr(rdma_cm_id*, sockaddr*) {
-  return fail_int();
-}
-UROCE_STUB_EXPORT int rdma_connect(rdma_cm_id*, rdma_conn_param*) {
-  return fail_int();
-}
-UROCE_STUB_EXPORT int rdma_create_ep(rdma_cm_id**, rdma_addrinfo*, ibv_pd*, ibv_qp_init_attr*) {
-  return fail_int();
-}
-// ENODEV, as the real librdmacm answers on a host without a device it drives: UCX (1.13) opens
-// its rdmacm connection manager at every start and logs an ERROR for any other errno.
-UROCE_STUB_EXPORT rdma_event_channel* rdma_create_event_channel() {
-  errno = ENODEV;
-  return nullptr;
-}
-UROCE_STUB_EXPORT int rdma_create_id(rdma_event_channel*, rdma_cm_id**, void*, rdma_port_space) {
-  return fail_int();
-}
-UROCE_STUB_EXPORT int rdma_create_qp(rdma_cm_id*, ibv_pd*, ibv_qp_init_attr*) {
-  return fail_int();
-}
 UROCE_STUB_EXPORT int rdma_create_qp_ex(rdma_cm_id*, ibv_qp_init_attr_ex*) {
   return fail_int();
 }
@@ -85,48 +56,8 @@ UROCE_STUB_EXPORT int rdma_create_srq(rdma_cm_id*, ibv_pd*, ibv_srq_init_attr*) 
 UROCE_STUB_EXPORT int rdma_create_srq_ex(rdma_cm_id*, ibv_srq_init_attr_ex*) {
   return fail_int();
 }
-UROCE_STUB_EXPORT void rdma_destroy_ep(rdma_cm_id*) {}
-UROCE_STUB_EXPORT void rdma_destroy_event_channel(rdma_event_channel*) {}
-UROCE_STUB_EXPORT int rdma_destroy_id(rdma_cm_id*) {
-  return fail_int();
-}
-UROCE_STUB_EXPORT void rdma_destroy_qp(rdma_cm_id*) {}
 UROCE_STUB_EXPORT void rdma_destroy_srq(rdma_cm_id*) {}
-UROCE_STUB_EXPORT int rdma_disconnect(rdma_cm_id*) {
-  return fail_int();
-}
-UROCE_STUB_EXPORT int rdma_establish(rdma_cm_id*) {
-  return fail_int();
-}
-UROCE_STUB_EXPORT const char* rdma_event_str(rdma_cm_event_type) {
-  return "UNSUPPORTED";
-}
-UROCE_STUB_EXPORT void rdma_free_devices(ibv_context**) {}
-UROCE_STUB_EXPORT void rdma_freeaddrinfo(rdma_addrinfo*) {}
-UROCE_STUB_EXPORT int rdma_get_cm_event(rdma_event_channel*, rdma_cm_event**) {
-  return fail_int();
-}
-UROCE_STUB_EXPORT ibv_context** rdma_get_devices(int* num_devices) {
-  if (num_devices) *num_devices = 0;
-  return fail_ptr<ibv_context*>();
-}
-UROCE_STUB_EXPORT __be16 rdma_get_dst_port(rdma_cm_id*) {
-  return 0;
-}
 UROCE_STUB_EXPORT int rdma_get_remote_ece(rdma_cm_id*, ibv_ece*) {
-  return fail_int();
-}
-UROCE_STUB_EXPORT int rdma_get_request(rdma_cm_id*, rdma_cm_id**) {
-  return fail_int();
-}
-UROCE_STUB_EXPORT __be16 rdma_get_src_port(rdma_cm_id*) {
-  return 0;
-}
-UROCE_STUB_EXPORT int rdma_getaddrinfo(const char*, const char*, const rdma_addrinfo*,
-                                       rdma_addrinfo**) {
-  return fail_int();
-}
-UROCE_STUB_EXPORT int rdma_init_qp_attr(rdma_cm_id*, ibv_qp_attr*, int*) {
   return fail_int();
 }
 UROCE_STUB_EXPORT int rdma_join_multicast(rdma_cm_id*, sockaddr*, void*) {
@@ -138,31 +69,13 @@ UROCE_STUB_EXPORT int rdma_join_multicast_ex(rdma_cm_id*, rdma_cm_join_mc_attr_e
 UROCE_STUB_EXPORT int rdma_leave_multicast(rdma_cm_id*, sockaddr*) {
   return fail_int();
 }
-UROCE_STUB_EXPORT int rdma_listen(rdma_cm_id*, int) {
-  return fail_int();
-}
 UROCE_STUB_EXPORT int rdma_migrate_id(rdma_cm_id*, rdma_event_channel*) {
-  return fail_int();
-}
-UROCE_STUB_EXPORT int rdma_notify(rdma_cm_id*, ibv_event_type) {
-  return fail_int();
-}
-UROCE_STUB_EXPORT int rdma_reject(rdma_cm_id*, const void*, uint8_t) {
   return fail_int();
 }
 UROCE_STUB_EXPORT int rdma_reject_ece(rdma_cm_id*, const void*, uint8_t) {
   return fail_int();
 }
-UROCE_STUB_EXPORT int rdma_resolve_addr(rdma_cm_id*, sockaddr*, sockaddr*, int) {
-  return fail_int();
-}
-UROCE_STUB_EXPORT int rdma_resolve_route(rdma_cm_id*, int) {
-  return fail_int();
-}
 UROCE_STUB_EXPORT int rdma_set_local_ece(rdma_cm_id*, ibv_ece*) {
-  return fail_int();
-}
-UROCE_STUB_EXPORT int rdma_set_option(rdma_cm_id*, int, int, void*, size_t) {
   return fail_int();
 }
 UROCE_STUB_EXPORT int rfcntl(int, int, ...) {

@@ -1,0 +1,123 @@
+#include "api/cm/cm_port.h"
+
+#include <vector>
+
+namespace uroce::cm {
+
+CmPort::CmPort(verbs::Device& device, CmConfig config, std::function<void()> wake,
+               std::function<void()> pass, std::function<Nanos()> clock)
+    : device_(device),
+      ca_guid_(config.local_ca_guid),
+      wake_(std::move(wake)),
+      pass_(std::move(pass)),
+      clock_(std::move(clock)),
+      cm_(device.gid(), config) {
+  device_.attach_management_agent(this);
+}
+
+CmPort::~CmPort() {
+  device_.attach_management_agent(nullptr);
+}
+
+void CmPort::receive(const Gid& peer, std::span<const uint8_t> mad, Nanos now) {
+  std::lock_guard lock(mu_);
+  cm_.receive(peer, mad, now);
+  changed_ = true;
+}
+
+Nanos CmPort::transmit(Nanos now, const SendMad& send) {
+  std::vector<CmEvent> events;
+  Nanos next = kNever;
+  {
+    std::lock_guard lock(mu_);
+    // Every pass comes here: when nothing happened since the last look and no timer is due,
+    // skip the scan of the records.
+    if (!changed_ && now < next_deadline_) return next_deadline_;
+    cm_.advance(now);
+    while (auto m = cm_.pop_outgoing()) send(m->peer, m->bytes);
+    while (auto e = cm_.pop_event()) events.push_back(std::move(*e));
+    next = next_deadline_ = cm_.next_deadline();
+    changed_ = false;
+  }
+  if (!events.empty()) {
+    std::lock_guard lock(handler_mu_);
+    for (CmEvent& e : events) {
+      if (handler_) {
+        handler_(std::move(e));
+      } else {
+        ++events_unhandled_;
+      }
+    }
+  }
+  return next;
+}
+
+void CmPort::set_event_handler(EventHandler handler) {
+  std::lock_guard lock(handler_mu_);
+  handler_ = std::move(handler);
+}
+
+uint64_t CmPort::events_unhandled() const {
+  std::lock_guard lock(handler_mu_);
+  return events_unhandled_;
+}
+
+template <typename F>
+auto CmPort::locked(F&& call) {
+  auto result = [&] {
+    std::lock_guard lock(mu_);
+    changed_ = true;
+    return call(clock_());
+  }();
+  if (wake_) wake_();
+  return result;
+}
+
+Result<ListenerId> CmPort::listen(uint64_t service_id) {
+  return locked([&](Nanos) { return cm_.listen(service_id); });
+}
+int CmPort::stop_listening(ListenerId id) {
+  return locked([&](Nanos) { return cm_.stop_listening(id); });
+}
+Result<ConnId> CmPort::connect(const ConnectParams& p) {
+  return locked([&](Nanos now) { return cm_.connect(p, now); });
+}
+int CmPort::accept(ConnId id, const AcceptParams& p) {
+  return locked([&](Nanos now) { return cm_.accept(id, p, now); });
+}
+int CmPort::establish(ConnId id, std::span<const uint8_t> private_data) {
+  return locked([&](Nanos now) { return cm_.establish(id, private_data, now); });
+}
+int CmPort::reject(ConnId id, std::span<const uint8_t> private_data) {
+  return locked([&](Nanos now) { return cm_.reject(id, private_data, now); });
+}
+int CmPort::disconnect(ConnId id, std::span<const uint8_t> private_data) {
+  return locked([&](Nanos now) { return cm_.disconnect(id, private_data, now); });
+}
+int CmPort::notify_established(ConnId id) {
+  return locked([&](Nanos now) { return cm_.notify_established(id, now); });
+}
+int CmPort::destroy(ConnId id) {
+  return locked([&](Nanos now) { return cm_.destroy(id, now); });
+}
+Result<ConnId> CmPort::sidr_resolve(const Gid& peer, uint64_t service_id,
+                                    std::span<const uint8_t> private_data) {
+  return locked([&](Nanos now) { return cm_.sidr_resolve(peer, service_id, private_data, now); });
+}
+int CmPort::sidr_reply(ConnId id, uint32_t qpn, uint32_t qkey,
+                       std::span<const uint8_t> private_data) {
+  return locked([&](Nanos now) { return cm_.sidr_reply(id, qpn, qkey, private_data, now); });
+}
+int CmPort::sidr_reject(ConnId id, std::span<const uint8_t> private_data) {
+  return locked([&](Nanos now) { return cm_.sidr_reject(id, private_data, now); });
+}
+CmCounters CmPort::counters() const {
+  std::lock_guard lock(mu_);
+  return cm_.counters();
+}
+
+void CmPort::flush() {
+  if (pass_) pass_();
+}
+
+}  // namespace uroce::cm

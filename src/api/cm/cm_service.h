@@ -1,0 +1,49 @@
+#pragma once
+// What a consumer of a port's connection manager sees (the librdmacm drop-in): the consumer calls
+// of cm::ConnectionManager, made thread-safe and stamped with the time, and events delivered to
+// one handler. Every call is virtual so that a library handed a CmService by libibverbs
+// (uroce_private_cm, docs/cm.md) runs libibverbs' copy of the code on libibverbs' object.
+#include <cstdint>
+#include <functional>
+#include <span>
+
+#include "api/cm/connection_manager.h"
+#include "common/result.h"
+#include "common/types.h"
+
+namespace uroce::cm {
+
+class CmService {
+ public:
+  // Called from the device's progress pass, with no CM lock held but inside the pass: it must
+  // not call verbs that wait for the pass (destroying QPs, MRs) or take a lock held around them.
+  using EventHandler = std::function<void(CmEvent&&)>;
+
+  virtual ~CmService() = default;
+  virtual Gid local_gid() const = 0;
+  virtual uint64_t ca_guid() const = 0;
+  // Replaces the handler (empty: events are dropped and counted).
+  virtual void set_event_handler(EventHandler handler) = 0;
+
+  // ConnectionManager's calls; each wakes the progress engine to send what it queued.
+  virtual Result<ListenerId> listen(uint64_t service_id) = 0;
+  virtual int stop_listening(ListenerId id) = 0;
+  virtual Result<ConnId> connect(const ConnectParams& p) = 0;
+  virtual int accept(ConnId id, const AcceptParams& p) = 0;
+  virtual int establish(ConnId id, std::span<const uint8_t> private_data) = 0;
+  virtual int reject(ConnId id, std::span<const uint8_t> private_data) = 0;
+  virtual int disconnect(ConnId id, std::span<const uint8_t> private_data) = 0;
+  virtual int notify_established(ConnId id) = 0;
+  virtual int destroy(ConnId id) = 0;
+  virtual Result<ConnId> sidr_resolve(const Gid& peer, uint64_t service_id,
+                                      std::span<const uint8_t> private_data) = 0;
+  virtual int sidr_reply(ConnId id, uint32_t qpn, uint32_t qkey,
+                         std::span<const uint8_t> private_data) = 0;
+  virtual int sidr_reject(ConnId id, std::span<const uint8_t> private_data) = 0;
+  virtual CmCounters counters() const = 0;
+  // Runs a device pass on the calling thread, so what the calls above queued is on the wire when
+  // it returns (a process about to exit sends its DREQs).
+  virtual void flush() = 0;
+};
+
+}  // namespace uroce::cm

@@ -1,0 +1,1266 @@
+// The drop-in librdmacm.so.1 (docs/cm.md): rdma_cm ids over the connection manager of each uroce
+// device, reached through the drop-in libibverbs' private uroce_private_cm. Event channels are
+// semaphore eventfds, so a program can poll them, block on them or set them non-blocking.
+//
+// Locking: g_mu guards the library's tables (devices, ids' connection records, channel queues).
+// The CM's event handler runs inside the device's progress pass and takes g_mu, so g_mu is never
+// held across a verbs call that waits for the pass (creating, modifying or destroying a QP).
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <rdma/rdma_cma.h>
+#include <rdma/rdma_verbs.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <random>
+#include <vector>
+
+#include "api/cm/cm_service.h"
+#include "wire/mad.h"
+
+#define UROCE_RDMACM_EXPORT extern "C" __attribute__((visibility("default")))
+
+extern "C" uroce::cm::CmService* uroce_private_cm(ibv_context* context);
+
+namespace {
+
+using uroce::Gid;
+namespace cm = uroce::cm;
+namespace wire = uroce::wire;
+
+// Bounds: events queued on one channel (past it: dropped and counted, as the CM's own queue),
+// and the private data rdma_cm leaves the application in each message.
+constexpr size_t kMaxChannelEvents = 1024;
+constexpr size_t kReqUserPrivate = wire::kReqPrivateBytes - wire::kCmaHeaderBytes;  // 56
+constexpr uint8_t kDefaultAckTimeout = 14;  // QP local ACK timeout: 4.096 us * 2^14
+constexpr uint8_t kMinRnrTimer = 12;
+constexpr uint32_t kRdmaUdpQkey = 0x01234567;
+// A CONNECT_RESPONSE the library turns into ESTABLISHED (or hands on when the id has no QP).
+constexpr int kInternalConnectResponse = -1;
+
+struct Channel;
+struct Id;
+
+struct DeviceEntry {
+  ibv_context* ctx = nullptr;
+  cm::CmService* cm = nullptr;
+  sockaddr_storage addr{};
+  Gid gid{};
+  uint8_t mtu = IBV_MTU_1024;
+  ibv_pd* pd = nullptr;  // rdma_create_qp's PD when the program passes none
+};
+
+struct Pending {
+  Id* id = nullptr;  // null: the id was destroyed; skipped
+  Id* listen = nullptr;
+  int type = 0;  // rdma_cm_event_type or kInternalConnectResponse
+  int status = 0;
+  std::vector<uint8_t> private_data;
+  std::optional<wire::CmRep> rep;
+};
+
+struct Channel {
+  rdma_event_channel pub{};  // first: the program's pointer is this
+  std::deque<Pending> queue;
+  uint64_t dropped = 0;
+};
+
+struct Event {
+  rdma_cm_event pub{};  // first
+  std::vector<uint8_t> private_data;
+};
+
+enum class IdState : uint8_t {
+  kIdle,
+  kBound,
+  kAddrResolved,
+  kRouteResolved,
+  kListening,
+  kConnecting,
+  kRequest,
+  kAccepting,
+  kConnected,
+  kDisconnected
+};
+
+struct Id {
+  rdma_cm_id pub{};  // first
+  int device = -1;   // index in g_devices; -1 until bound or resolved
+  Channel* channel = nullptr;
+  bool sync = false;  // created without a channel: calls wait for their events
+  IdState state = IdState::kIdle;
+  bool bound = false;
+  bool active = false;
+  std::optional<cm::ConnId> conn;
+  std::vector<std::pair<int, cm::ListenerId>> listeners;  // (device, listener)
+  std::optional<wire::CmReq> req;                         // passive: the REQ being answered
+  std::optional<wire::CmRep> rep;                         // active: the REP answered
+  uint32_t psn = 0;
+  uint8_t responder_resources = 1, initiator_depth = 1, retry_count = 7, rnr_retry_count = 7;
+  uint8_t tos = 0;
+  uint8_t ack_timeout = kDefaultAckTimeout;
+  bool own_cqs = false;
+  ibv_sa_path_rec path{};
+  // rdma_create_ep on a passive id: rdma_get_request gives each new id a QP like this.
+  std::optional<ibv_qp_init_attr> ep_qp_attr;
+  ibv_pd* ep_pd = nullptr;
+  // Events handed to the program and not acked yet: rdma_destroy_id waits for them, as
+  // rdma-core's does, so a thread still handling one never sees the id freed under it.
+  uint32_t events_out = 0;  // guarded by g_mu
+};
+
+std::mutex g_mu;
+std::condition_variable g_acked;  // an event was acked (Id::events_out)
+bool g_initialized = false;
+int g_init_error = 0;
+std::vector<DeviceEntry> g_devices;
+std::map<std::pair<int, cm::ConnId>, Id*> g_conns;
+std::map<std::pair<int, cm::ListenerId>, Id*> g_listeners;
+std::vector<Id*> g_ids;
+std::vector<Channel*> g_channels;  // every live channel, to forget a destroyed id's events
+std::mt19937 g_random{std::random_device{}()};
+
+Id* from(rdma_cm_id* id) {
+  return reinterpret_cast<Id*>(id);
+}
+
+int fail(int err) {
+  errno = err;
+  return -1;
+}
+
+// ---- addresses ------------------------------------------------------------------------------
+
+socklen_t addr_len(const sockaddr* a) {
+  return a->sa_family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
+}
+
+uint16_t port_of(const sockaddr* a) {
+  if (a->sa_family == AF_INET) return ntohs(reinterpret_cast<const sockaddr_in*>(a)->sin_port);
+  if (a->sa_family == AF_INET6) return ntohs(reinterpret_cast<const sockaddr_in6*>(a)->sin6_port);
+  return 0;
+}
+
+void set_port(sockaddr* a, uint16_t port) {
+  if (a->sa_family == AF_INET) reinterpret_cast<sockaddr_in*>(a)->sin_port = htons(port);
+  if (a->sa_family == AF_INET6) reinterpret_cast<sockaddr_in6*>(a)->sin6_port = htons(port);
+}
+
+bool is_wildcard(const sockaddr* a) {
+  if (a->sa_family == AF_INET)
+    return reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr == htonl(INADDR_ANY);
+  if (a->sa_family == AF_INET6)
+    return IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr);
+  return true;
+}
+
+// The RoCE GID of an IP address: IPv4 as ::ffff:a.b.c.d.
+Gid gid_of(const sockaddr* a) {
+  Gid g{};
+  if (a->sa_family == AF_INET) {
+    g[10] = g[11] = 0xff;
+    std::memcpy(&g[12], &reinterpret_cast<const sockaddr_in*>(a)->sin_addr, 4);
+  } else if (a->sa_family == AF_INET6) {
+    std::memcpy(g.data(), &reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr, 16);
+  }
+  return g;
+}
+
+bool same_ip(const sockaddr* a, const sockaddr* b) {
+  return a->sa_family == b->sa_family && gid_of(a) == gid_of(b);
+}
+
+// The address of a GID: IPv4 for ::ffff:a.b.c.d.
+sockaddr_storage addr_of(const Gid& g, uint16_t port) {
+  sockaddr_storage s{};
+  static constexpr uint8_t kV4Prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (std::memcmp(g.data(), kV4Prefix, 12) == 0) {
+    auto* in = reinterpret_cast<sockaddr_in*>(&s);
+    in->sin_family = AF_INET;
+    std::memcpy(&in->sin_addr, &g[12], 4);
+    in->sin_port = htons(port);
+  } else {
+    auto* in6 = reinterpret_cast<sockaddr_in6*>(&s);
+    in6->sin6_family = AF_INET6;
+    std::memcpy(&in6->sin6_addr, g.data(), 16);
+    in6->sin6_port = htons(port);
+  }
+  return s;
+}
+
+uint64_t service_id(const Id* id, uint16_t port) {
+  return wire::rdma_service_id(static_cast<wire::RdmaPortSpace>(id->pub.ps & 0xff), port);
+}
+
+// ---- channels and events ----------------------------------------------------------------------
+
+// With g_mu held.
+Channel* new_channel() {
+  int fd = eventfd(0, EFD_CLOEXEC | EFD_SEMAPHORE);
+  if (fd < 0) return nullptr;
+  auto* c = new Channel;
+  c->pub.fd = fd;
+  g_channels.push_back(c);
+  return c;
+}
+
+// With g_mu held.
+void delete_channel(Channel* c) {
+  std::erase(g_channels, c);
+  close(c->pub.fd);
+  delete c;
+}
+
+// With g_mu held.
+void push(Channel* c, Pending p) {
+  if (c->queue.size() >= kMaxChannelEvents) {
+    ++c->dropped;
+    return;
+  }
+  c->queue.push_back(std::move(p));
+  uint64_t one = 1;
+  if (write(c->pub.fd, &one, sizeof one) != sizeof one) c->queue.pop_back();
+}
+
+void forget_conn(Id* id) {
+  if (id->conn && id->device >= 0) g_conns.erase({id->device, *id->conn});
+  id->conn.reset();
+}
+
+// The CM's handler for device `dev` (inside its progress pass; see the locking note on top).
+void on_cm_event(int dev, cm::CmEvent&& e) {
+  std::lock_guard lock(g_mu);
+  if (e.type == cm::CmEventType::kConnectRequest) {
+    auto it = g_listeners.find({dev, e.listener});
+    if (it == g_listeners.end() || !e.req) return;  // stopped listening: the REQ times out
+    Id* listen = it->second;
+    auto cma = wire::parse_cma_header(e.private_data);
+    auto* child = new Id;
+    child->pub.verbs = g_devices[dev].ctx;
+    child->pub.context = listen->pub.context;
+    child->pub.ps = listen->pub.ps;
+    child->pub.port_num = 1;
+    child->pub.qp_type = listen->pub.qp_type;
+    child->device = dev;
+    child->sync = listen->sync;
+    child->channel = listen->sync ? new_channel() : listen->channel;
+    if (child->channel == nullptr) {
+      delete child;
+      return;
+    }
+    child->pub.channel = &child->channel->pub;
+    child->state = IdState::kRequest;
+    child->conn = e.conn;
+    child->req = *e.req;
+    child->ep_qp_attr = listen->ep_qp_attr;
+    child->ep_pd = listen->ep_pd;
+    child->tos = listen->tos;
+    sockaddr_storage src = g_devices[dev].addr;
+    set_port(reinterpret_cast<sockaddr*>(&src), port_of(&listen->pub.route.addr.src_addr));
+    std::memcpy(&child->pub.route.addr.src_storage, &src, sizeof src);
+    sockaddr_storage dst = addr_of(e.peer, cma.ok() ? cma->src_port : 0);
+    if (cma.ok() && cma->ip_version == 4) {
+      auto* in = reinterpret_cast<sockaddr_in*>(&dst);
+      in->sin_family = AF_INET;
+      auto ip = cma->src_ipv4();
+      std::memcpy(&in->sin_addr, ip.data(), 4);
+    }
+    std::memcpy(&child->pub.route.addr.dst_storage, &dst, sizeof dst);
+    g_conns[{dev, e.conn}] = child;
+    g_ids.push_back(child);
+    Pending p;
+    p.id = child;
+    p.listen = listen;
+    p.type = RDMA_CM_EVENT_CONNECT_REQUEST;
+    if (e.private_data.size() > wire::kCmaHeaderBytes)
+      p.private_data.assign(e.private_data.begin() + wire::kCmaHeaderBytes, e.private_data.end());
+    push(listen->channel, std::move(p));
+    return;
+  }
+  auto it = g_conns.find({dev, e.conn});
+  if (it == g_conns.end()) return;
+  Id* id = it->second;
+  Pending p;
+  p.id = id;
+  p.status = 0;
+  switch (e.type) {
+    case cm::CmEventType::kConnectResponse:
+      p.type = kInternalConnectResponse;
+      p.rep = e.rep;
+      p.private_data = std::move(e.private_data);
+      break;
+    case cm::CmEventType::kEstablished:
+      if (id->active) return;  // reported when the library sent the RTU
+      p.type = RDMA_CM_EVENT_ESTABLISHED;
+      break;
+    case cm::CmEventType::kRejected:
+      p.type = RDMA_CM_EVENT_REJECTED;
+      p.status = e.status;
+      p.private_data = std::move(e.private_data);
+      forget_conn(id);
+      break;
+    case cm::CmEventType::kUnreachable:
+      p.type = RDMA_CM_EVENT_UNREACHABLE;
+      p.status = -ETIMEDOUT;
+      forget_conn(id);
+      break;
+    case cm::CmEventType::kDisconnected:
+      p.type = RDMA_CM_EVENT_DISCONNECTED;
+      break;
+    case cm::CmEventType::kTimewaitExit:
+      p.type = RDMA_CM_EVENT_TIMEWAIT_EXIT;
+      forget_conn(id);
+      break;
+    default:
+      return;  // SIDR: RDMA_PS_UDP is not built yet
+  }
+  push(id->channel, std::move(p));
+}
+
+// A process that exits with connections up: each gets its DREQ (or REJ) before the CM goes with
+// the process, as the kernel's CM would send it for a hardware NIC.
+void disconnect_all_at_exit() {
+  std::vector<cm::CmService*> used;
+  {
+    std::lock_guard lock(g_mu);
+    for (Id* id : g_ids) {
+      if (!id->conn || id->device < 0) continue;
+      g_devices[id->device].cm->destroy(*id->conn);
+      forget_conn(id);
+      used.push_back(g_devices[id->device].cm);
+    }
+  }
+  for (cm::CmService* cm : used) cm->flush();
+}
+
+// ---- devices ----------------------------------------------------------------------------------
+
+// Opens every uroce device once (as rdma-core's librdmacm does) and attaches to its CM.
+int init_devices() {
+  {
+    std::lock_guard lock(g_mu);
+    if (g_initialized) return g_init_error;
+  }
+  std::vector<DeviceEntry> found;
+  int num = 0;
+  ibv_device** list = ibv_get_device_list(&num);
+  if (list == nullptr) return errno ? errno : ENODEV;
+  for (int i = 0; i < num; ++i) {
+    ibv_context* ctx = ibv_open_device(list[i]);
+    if (ctx == nullptr) continue;
+    DeviceEntry d;
+    d.ctx = ctx;
+    d.cm = uroce_private_cm(ctx);
+    ibv_gid gid;
+    ibv_port_attr port;
+    if (d.cm == nullptr || ibv_query_gid(ctx, 1, 0, &gid) || ibv_query_port(ctx, 1, &port)) {
+      ibv_close_device(ctx);  // its address is served by another process, or not this host's
+      continue;
+    }
+    std::memcpy(d.gid.data(), gid.raw, 16);
+    d.addr = addr_of(d.gid, 0);
+    d.mtu = static_cast<uint8_t>(port.active_mtu);
+    found.push_back(d);
+  }
+  ibv_free_device_list(list);
+  std::lock_guard lock(g_mu);
+  if (g_initialized) {  // another thread got there first
+    for (DeviceEntry& d : found) ibv_close_device(d.ctx);
+    return g_init_error;
+  }
+  g_devices = std::move(found);
+  g_initialized = true;
+  g_init_error = g_devices.empty() ? ENODEV : 0;
+  std::atexit(disconnect_all_at_exit);
+  for (size_t i = 0; i < g_devices.size(); ++i) {
+    const int dev = static_cast<int>(i);
+    g_devices[i].cm->set_event_handler([dev](cm::CmEvent&& e) { on_cm_event(dev, std::move(e)); });
+  }
+  return g_init_error;
+}
+
+// The device that owns `a`, or -1.
+int device_owning(const sockaddr* a) {
+  for (size_t i = 0; i < g_devices.size(); ++i)
+    if (same_ip(reinterpret_cast<const sockaddr*>(&g_devices[i].addr), a))
+      return static_cast<int>(i);
+  return -1;
+}
+
+// The device to reach `dst` from: the one with the source address the kernel's routing table
+// picks for it, else the first of the same family.
+int device_for(const sockaddr* dst) {
+  int fd = socket(dst->sa_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0) {
+    sockaddr_storage probe{};
+    std::memcpy(&probe, dst, addr_len(dst));
+    set_port(reinterpret_cast<sockaddr*>(&probe), 4791);
+    sockaddr_storage src{};
+    socklen_t len = sizeof src;
+    if (connect(fd, reinterpret_cast<sockaddr*>(&probe), addr_len(dst)) == 0 &&
+        getsockname(fd, reinterpret_cast<sockaddr*>(&src), &len) == 0) {
+      close(fd);
+      std::lock_guard lock(g_mu);
+      int d = device_owning(reinterpret_cast<sockaddr*>(&src));
+      if (d >= 0) return d;
+    } else {
+      close(fd);
+    }
+  }
+  std::lock_guard lock(g_mu);
+  if (int d = device_owning(dst); d >= 0) return d;
+  for (size_t i = 0; i < g_devices.size(); ++i)
+    if (g_devices[i].addr.ss_family == dst->sa_family) return static_cast<int>(i);
+  return -1;
+}
+
+// With g_mu held: an unused port for `ps` (rdma_cm's ephemeral range is the kernel's).
+uint16_t ephemeral_port(const Id* self) {
+  std::uniform_int_distribution<int> pick(32768, 60999);
+  for (int tries = 0; tries < 1000; ++tries) {
+    uint16_t port = static_cast<uint16_t>(pick(g_random));
+    bool used = false;
+    for (const Id* o : g_ids)
+      if (o != self && o->bound && o->pub.ps == self->pub.ps &&
+          port_of(&o->pub.route.addr.src_addr) == port)
+        used = true;
+    if (!used) return port;
+  }
+  return 0;
+}
+
+// ---- QP attributes, as the kernel's rdma_cm computes them ---------------------------------------
+
+int qp_attr_for(Id* id, ibv_qp_attr* attr, int* mask) {
+  const ibv_qp_state want = attr->qp_state;
+  std::memset(attr, 0, sizeof *attr);
+  attr->qp_state = want;
+  if (id->device < 0) return EINVAL;
+  const bool ud = id->pub.qp_type == IBV_QPT_UD;
+  switch (want) {
+    case IBV_QPS_INIT:
+      attr->pkey_index = 0;
+      attr->port_num = 1;
+      *mask = IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT;
+      if (ud) {
+        attr->qkey = kRdmaUdpQkey;
+        *mask |= IBV_QP_QKEY;
+      } else {
+        attr->qp_access_flags =
+            IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+        *mask |= IBV_QP_ACCESS_FLAGS;
+      }
+      return 0;
+    case IBV_QPS_RTR: {
+      if (ud) {
+        *mask = IBV_QP_STATE;
+        return 0;
+      }
+      uint32_t remote_qpn = 0, remote_psn = 0;
+      uint8_t mtu = g_devices[id->device].mtu;
+      Gid peer = gid_of(&id->pub.route.addr.dst_addr);
+      uint8_t responder = id->responder_resources;
+      if (id->req) {
+        remote_qpn = id->req->local_qpn;
+        remote_psn = id->req->starting_psn;
+        mtu = std::min<uint8_t>(mtu, id->req->path_mtu ? id->req->path_mtu : mtu);
+        std::copy(id->req->primary.local_gid.begin(), id->req->primary.local_gid.end(),
+                  peer.begin());
+      } else if (id->rep) {
+        remote_qpn = id->rep->local_qpn;
+        remote_psn = id->rep->starting_psn;
+      } else {
+        return EINVAL;  // not connected yet
+      }
+      attr->path_mtu = static_cast<ibv_mtu>(mtu);
+      attr->dest_qp_num = remote_qpn;
+      attr->rq_psn = remote_psn;
+      attr->max_dest_rd_atomic = responder;
+      attr->min_rnr_timer = kMinRnrTimer;
+      attr->ah_attr.is_global = 1;
+      std::memcpy(attr->ah_attr.grh.dgid.raw, peer.data(), 16);
+      attr->ah_attr.grh.sgid_index = 0;
+      attr->ah_attr.grh.hop_limit = 64;
+      attr->ah_attr.grh.traffic_class = id->tos;
+      attr->ah_attr.port_num = 1;
+      attr->ah_attr.dlid = 0;
+      *mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+              IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+      return 0;
+    }
+    case IBV_QPS_RTS:
+      attr->sq_psn = id->psn;
+      *mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
+      if (ud) return 0;
+      attr->timeout = id->ack_timeout;
+      attr->retry_cnt = id->retry_count;
+      attr->rnr_retry = id->rnr_retry_count;
+      attr->max_rd_atomic = id->initiator_depth;
+      *mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+      return 0;
+    default:
+      return EINVAL;
+  }
+}
+
+int modify_qp(Id* id, ibv_qp_state state) {
+  if (id->pub.qp == nullptr) return 0;
+  ibv_qp_attr attr{};
+  int mask = 0;
+  attr.qp_state = state;
+  if (state == IBV_QPS_ERR) {
+    mask = IBV_QP_STATE;
+  } else if (int err = qp_attr_for(id, &attr, &mask)) {
+    return err;
+  }
+  return ibv_modify_qp(id->pub.qp, &attr, mask);
+}
+
+// ---- waiting (ids made without a channel) -------------------------------------------------------
+
+// Waits for the id's next event; 0 when it is `expected`, else an errno like rdma-core's.
+int wait_for(Id* id, rdma_cm_event_type expected) {
+  rdma_cm_event* e = nullptr;
+  if (rdma_get_cm_event(&id->channel->pub, &e)) return errno;
+  const rdma_cm_event_type got = e->event;
+  const int status = e->status;
+  rdma_ack_cm_event(e);
+  if (got == expected) return 0;
+  if (got == RDMA_CM_EVENT_REJECTED) return ECONNREFUSED;
+  if (got == RDMA_CM_EVENT_UNREACHABLE) return status < 0 ? -status : ETIMEDOUT;
+  return EIO;
+}
+
+uint32_t random_psn() {
+  std::lock_guard lock(g_mu);
+  return g_random() & 0xffffff;
+}
+
+}  // namespace
+
+// ---- the API ----------------------------------------------------------------------------------
+
+UROCE_RDMACM_EXPORT rdma_event_channel* rdma_create_event_channel() {
+  if (int err = init_devices()) {
+    errno = err;
+    return nullptr;
+  }
+  std::lock_guard lock(g_mu);
+  Channel* c = new_channel();
+  if (c == nullptr) return nullptr;
+  return &c->pub;
+}
+
+UROCE_RDMACM_EXPORT void rdma_destroy_event_channel(rdma_event_channel* channel) {
+  if (channel == nullptr) return;
+  std::lock_guard lock(g_mu);
+  delete_channel(reinterpret_cast<Channel*>(channel));
+}
+
+UROCE_RDMACM_EXPORT int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** out, void* context,
+                                       rdma_port_space ps) {
+  if (out == nullptr) return fail(EINVAL);
+  if (ps != RDMA_PS_TCP && ps != RDMA_PS_IB) return fail(EPROTONOSUPPORT);  // UDP/IPoIB: SIDR
+  if (int err = init_devices()) return fail(err);
+  auto* id = new Id;
+  id->pub.context = context;
+  id->pub.ps = ps;
+  id->pub.qp_type = IBV_QPT_RC;
+  if (channel) {
+    id->channel = reinterpret_cast<Channel*>(channel);
+  } else {
+    id->sync = true;
+    std::lock_guard lock(g_mu);
+    id->channel = new_channel();
+    if (id->channel == nullptr) {
+      delete id;
+      return -1;
+    }
+  }
+  id->pub.channel = &id->channel->pub;
+  {
+    std::lock_guard lock(g_mu);
+    g_ids.push_back(id);
+  }
+  *out = &id->pub;
+  return 0;
+}
+
+UROCE_RDMACM_EXPORT int rdma_bind_addr(rdma_cm_id* cm_id, sockaddr* addr) {
+  if (cm_id == nullptr || addr == nullptr) return fail(EINVAL);
+  if (addr->sa_family != AF_INET && addr->sa_family != AF_INET6) return fail(EAFNOSUPPORT);
+  Id* id = from(cm_id);
+  std::lock_guard lock(g_mu);
+  if (id->bound) return fail(EINVAL);
+  int dev = -1;
+  if (!is_wildcard(addr)) {
+    dev = device_owning(addr);
+    if (dev < 0) return fail(ENODEV);  // as rdma_cm for an address no RDMA device has
+  }
+  uint16_t port = port_of(addr);
+  for (const Id* o : g_ids) {
+    if (o == id || !o->bound || o->pub.ps != id->pub.ps || port == 0 ||
+        port_of(&o->pub.route.addr.src_addr) != port)
+      continue;
+    if (is_wildcard(&o->pub.route.addr.src_addr) || is_wildcard(addr) ||
+        same_ip(&o->pub.route.addr.src_addr, addr))
+      return fail(EADDRINUSE);
+  }
+  std::memcpy(&id->pub.route.addr.src_storage, addr, addr_len(addr));
+  if (port == 0) {
+    port = ephemeral_port(id);
+    if (port == 0) return fail(EADDRINUSE);
+    set_port(&id->pub.route.addr.src_addr, port);
+  }
+  id->bound = true;
+  id->state = IdState::kBound;
+  if (dev >= 0) {
+    id->device = dev;
+    id->pub.verbs = g_devices[dev].ctx;
+    id->pub.port_num = 1;
+  }
+  return 0;
+}
+
+UROCE_RDMACM_EXPORT int rdma_resolve_addr(rdma_cm_id* cm_id, sockaddr* src, sockaddr* dst,
+                                          int /*timeout_ms*/) {
+  if (cm_id == nullptr || dst == nullptr) return fail(EINVAL);
+  if (dst->sa_family != AF_INET && dst->sa_family != AF_INET6) return fail(EAFNOSUPPORT);
+  Id* id = from(cm_id);
+  if (src && !id->bound && rdma_bind_addr(cm_id, src)) return -1;
+  int dev = id->device >= 0 ? id->device : device_for(dst);
+  if (dev < 0) return fail(EADDRNOTAVAIL);
+  {
+    std::lock_guard lock(g_mu);
+    if (g_devices[dev].addr.ss_family != dst->sa_family) return fail(EAFNOSUPPORT);
+    uint16_t port = id->bound ? port_of(&id->pub.route.addr.src_addr) : ephemeral_port(id);
+    sockaddr_storage s = g_devices[dev].addr;
+    set_port(reinterpret_cast<sockaddr*>(&s), port);
+    std::memcpy(&id->pub.route.addr.src_storage, &s, sizeof s);
+    std::memcpy(&id->pub.route.addr.dst_storage, dst, addr_len(dst));
+    id->bound = true;
+    id->device = dev;
+    id->pub.verbs = g_devices[dev].ctx;
+    id->pub.port_num = 1;
+    id->state = IdState::kAddrResolved;
+    Pending p;
+    p.id = id;
+    p.type = RDMA_CM_EVENT_ADDR_RESOLVED;
+    push(id->channel, std::move(p));
+  }
+  if (!id->sync) return 0;
+  int err = wait_for(id, RDMA_CM_EVENT_ADDR_RESOLVED);
+  return err ? fail(err) : 0;
+}
+
+UROCE_RDMACM_EXPORT int rdma_resolve_route(rdma_cm_id* cm_id, int /*timeout_ms*/) {
+  if (cm_id == nullptr) return fail(EINVAL);
+  Id* id = from(cm_id);
+  {
+    std::lock_guard lock(g_mu);
+    if (id->state != IdState::kAddrResolved || id->device < 0) return fail(EINVAL);
+    // One path: RoCE needs no subnet administrator, the GIDs are the addresses.
+    ibv_sa_path_rec& path = id->path;
+    path = {};
+    const Gid s = gid_of(&id->pub.route.addr.src_addr), d = gid_of(&id->pub.route.addr.dst_addr);
+    std::memcpy(path.sgid.raw, s.data(), 16);
+    std::memcpy(path.dgid.raw, d.data(), 16);
+    path.slid = path.dlid = htons(0xffff);
+    path.hop_limit = 64;
+    path.traffic_class = id->tos;
+    path.reversible = 1;
+    path.numb_path = 1;
+    path.pkey = htons(0xffff);
+    path.mtu_selector = 2;
+    path.mtu = g_devices[id->device].mtu;
+    path.packet_life_time = 16;
+    id->pub.route.path_rec = &id->path;
+    id->pub.route.num_paths = 1;
+    id->state = IdState::kRouteResolved;
+    Pending p;
+    p.id = id;
+    p.type = RDMA_CM_EVENT_ROUTE_RESOLVED;
+    push(id->channel, std::move(p));
+  }
+  if (!id->sync) return 0;
+  int err = wait_for(id, RDMA_CM_EVENT_ROUTE_RESOLVED);
+  return err ? fail(err) : 0;
+}
+
+UROCE_RDMACM_EXPORT int rdma_listen(rdma_cm_id* cm_id, int /*backlog*/) {
+  if (cm_id == nullptr) return fail(EINVAL);
+  Id* id = from(cm_id);
+  std::lock_guard lock(g_mu);
+  if (!id->bound || id->state == IdState::kListening) return fail(EINVAL);
+  const uint64_t sid = service_id(id, port_of(&id->pub.route.addr.src_addr));
+  for (size_t i = 0; i < g_devices.size(); ++i) {
+    const int dev = static_cast<int>(i);
+    if (id->device >= 0 && id->device != dev) continue;
+    if (g_devices[i].addr.ss_family != id->pub.route.addr.src_addr.sa_family) continue;
+    auto l = g_devices[i].cm->listen(sid);
+    if (!l.ok()) {
+      for (auto& [d, lid] : id->listeners) {
+        g_devices[d].cm->stop_listening(lid);
+        g_listeners.erase({d, lid});
+      }
+      id->listeners.clear();
+      return fail(l.error());
+    }
+    id->listeners.emplace_back(dev, *l);
+    g_listeners[{dev, *l}] = id;
+  }
+  if (id->listeners.empty()) return fail(ENODEV);
+  id->state = IdState::kListening;
+  return 0;
+}
+
+UROCE_RDMACM_EXPORT int rdma_create_qp(rdma_cm_id* cm_id, ibv_pd* pd, ibv_qp_init_attr* attr) {
+  if (cm_id == nullptr || attr == nullptr) return fail(EINVAL);
+  Id* id = from(cm_id);
+  if (id->device < 0 || id->pub.verbs == nullptr) return fail(EINVAL);
+  if (pd == nullptr) pd = id->pub.pd;
+  if (pd == nullptr) {
+    std::unique_lock lock(g_mu);
+    DeviceEntry& d = g_devices[id->device];
+    if (d.pd == nullptr) {
+      lock.unlock();
+      ibv_pd* fresh = ibv_alloc_pd(id->pub.verbs);
+      if (fresh == nullptr) return -1;
+      lock.lock();
+      if (d.pd == nullptr) {
+        d.pd = fresh;
+      } else {
+        lock.unlock();
+        ibv_dealloc_pd(fresh);
+        lock.lock();
+      }
+    }
+    pd = d.pd;
+  }
+  if (pd->context != id->pub.verbs) return fail(EINVAL);
+  ibv_qp_init_attr a = *attr;
+  // rdma-core makes the CQs (with completion channels) the program did not pass.
+  bool made_cqs = false;
+  if (a.send_cq == nullptr || a.recv_cq == nullptr) {
+    if (id->pub.send_cq == nullptr) {
+      id->pub.send_cq_channel = ibv_create_comp_channel(id->pub.verbs);
+      id->pub.recv_cq_channel = ibv_create_comp_channel(id->pub.verbs);
+      if (!id->pub.send_cq_channel || !id->pub.recv_cq_channel) return -1;
+      id->pub.send_cq = ibv_create_cq(id->pub.verbs, std::max(1u, a.cap.max_send_wr), id,
+                                      id->pub.send_cq_channel, 0);
+      id->pub.recv_cq = ibv_create_cq(id->pub.verbs, std::max(1u, a.cap.max_recv_wr), id,
+                                      id->pub.recv_cq_channel, 0);
+      if (!id->pub.send_cq || !id->pub.recv_cq) return -1;
+      made_cqs = true;
+    }
+    if (a.send_cq == nullptr) a.send_cq = id->pub.send_cq;
+    if (a.recv_cq == nullptr) a.recv_cq = id->pub.recv_cq;
+  }
+  ibv_qp* qp = ibv_create_qp(pd, &a);
+  if (qp == nullptr) return -1;
+  id->pub.qp = qp;
+  id->pub.qp_type = a.qp_type;
+  if (made_cqs) id->own_cqs = true;
+  int err = modify_qp(id, IBV_QPS_INIT);
+  if (!err && a.qp_type == IBV_QPT_UD) {
+    err = modify_qp(id, IBV_QPS_RTR);
+    if (!err) err = modify_qp(id, IBV_QPS_RTS);
+  }
+  if (err) {
+    ibv_destroy_qp(qp);
+    id->pub.qp = nullptr;
+    return fail(err);
+  }
+  id->pub.pd = pd;
+  *attr = a;
+  return 0;
+}
+
+UROCE_RDMACM_EXPORT void rdma_destroy_qp(rdma_cm_id* cm_id) {
+  if (cm_id == nullptr) return;
+  Id* id = from(cm_id);
+  if (id->pub.qp) ibv_destroy_qp(id->pub.qp);
+  id->pub.qp = nullptr;
+  if (id->own_cqs) {
+    if (id->pub.send_cq) ibv_destroy_cq(id->pub.send_cq);
+    if (id->pub.recv_cq) ibv_destroy_cq(id->pub.recv_cq);
+    if (id->pub.send_cq_channel) ibv_destroy_comp_channel(id->pub.send_cq_channel);
+    if (id->pub.recv_cq_channel) ibv_destroy_comp_channel(id->pub.recv_cq_channel);
+    id->pub.send_cq = id->pub.recv_cq = nullptr;
+    id->pub.send_cq_channel = id->pub.recv_cq_channel = nullptr;
+    id->own_cqs = false;
+  }
+}
+
+UROCE_RDMACM_EXPORT int rdma_init_qp_attr(rdma_cm_id* cm_id, ibv_qp_attr* attr, int* mask) {
+  if (cm_id == nullptr || attr == nullptr || mask == nullptr) return fail(EINVAL);
+  std::lock_guard lock(g_mu);
+  int err = qp_attr_for(from(cm_id), attr, mask);
+  return err ? fail(err) : 0;
+}
+
+UROCE_RDMACM_EXPORT int rdma_connect(rdma_cm_id* cm_id, rdma_conn_param* param) {
+  if (cm_id == nullptr) return fail(EINVAL);
+  Id* id = from(cm_id);
+  if (param && param->private_data_len > kReqUserPrivate) return fail(EINVAL);
+  const uint32_t psn = random_psn();
+  {
+    std::lock_guard lock(g_mu);
+    if (id->state != IdState::kRouteResolved) return fail(EINVAL);
+    const sockaddr* src = &id->pub.route.addr.src_addr;
+    const sockaddr* dst = &id->pub.route.addr.dst_addr;
+    id->psn = psn;
+    if (param) {
+      id->responder_resources = param->responder_resources;
+      id->initiator_depth = param->initiator_depth;
+      id->retry_count = std::min<uint8_t>(param->retry_count, 7);
+      id->rnr_retry_count = std::min<uint8_t>(param->rnr_retry_count, 7);
+    }
+    std::array<uint8_t, wire::kReqPrivateBytes> pdata{};
+    wire::CmaHeader h;
+    h.ip_version = src->sa_family == AF_INET6 ? 6 : 4;
+    h.src_port = port_of(src);
+    const Gid s = gid_of(src), d = gid_of(dst);
+    std::copy(s.begin(), s.end(), h.src.begin());
+    std::copy(d.begin(), d.end(), h.dst.begin());
+    if (h.ip_version == 4) std::fill_n(h.src.begin(), 12, 0), std::fill_n(h.dst.begin(), 12, 0);
+    wire::write_cma_header(h, pdata);
+    size_t len = wire::kCmaHeaderBytes;
+    if (param && param->private_data_len) {
+      std::memcpy(pdata.data() + len, param->private_data, param->private_data_len);
+      len += param->private_data_len;
+    }
+    cm::ConnectParams p;
+    p.peer = d;
+    p.service_id = service_id(id, port_of(dst));
+    p.qpn = id->pub.qp ? id->pub.qp->qp_num : (param ? param->qp_num : 0);
+    p.starting_psn = psn;
+    p.responder_resources = id->responder_resources;
+    p.initiator_depth = id->initiator_depth;
+    p.retry_count = id->retry_count;
+    p.rnr_retry_count = id->rnr_retry_count;
+    p.path_mtu = g_devices[id->device].mtu;
+    p.srq = id->pub.srq != nullptr;
+    std::copy(s.begin(), s.end(), p.primary.local_gid.begin());
+    std::copy(d.begin(), d.end(), p.primary.remote_gid.begin());
+    p.primary.hop_limit = 64;
+    p.primary.traffic_class = id->tos;
+    p.primary.local_ack_timeout = id->ack_timeout;
+    p.private_data = std::span<const uint8_t>(pdata.data(), len);
+    auto conn = g_devices[id->device].cm->connect(p);
+    if (!conn.ok()) return fail(conn.error());
+    id->conn = *conn;
+    id->active = true;
+    id->state = IdState::kConnecting;
+    g_conns[{id->device, *conn}] = id;
+  }
+  if (!id->sync) return 0;
+  int err = wait_for(id, RDMA_CM_EVENT_ESTABLISHED);
+  return err ? fail(err) : 0;
+}
+
+UROCE_RDMACM_EXPORT int rdma_accept(rdma_cm_id* cm_id, rdma_conn_param* param) {
+  if (cm_id == nullptr) return fail(EINVAL);
+  Id* id = from(cm_id);
+  if (param && param->private_data_len > wire::kRepPrivateBytes) return fail(EINVAL);
+  if (!id->req || !id->conn || id->state != IdState::kRequest) return fail(EINVAL);
+  id->psn = random_psn();
+  if (param) {
+    id->responder_resources = std::min(param->responder_resources, id->req->initiator_depth);
+    id->initiator_depth = std::min(param->initiator_depth, id->req->responder_resources);
+    id->rnr_retry_count = std::min<uint8_t>(param->rnr_retry_count, 7);
+  } else {
+    id->responder_resources = id->req->initiator_depth;
+    id->initiator_depth = id->req->responder_resources;
+  }
+  id->retry_count = id->req->retry_count;
+  if (int err = modify_qp(id, IBV_QPS_RTR)) return fail(err);
+  if (int err = modify_qp(id, IBV_QPS_RTS)) return fail(err);
+  cm::AcceptParams a;
+  a.qpn = id->pub.qp ? id->pub.qp->qp_num : (param ? param->qp_num : 0);
+  a.starting_psn = id->psn;
+  a.responder_resources = id->responder_resources;
+  a.initiator_depth = id->initiator_depth;
+  a.rnr_retry_count = id->rnr_retry_count;
+  a.srq = id->pub.srq != nullptr;
+  if (param && param->private_data_len)
+    a.private_data = {static_cast<const uint8_t*>(param->private_data), param->private_data_len};
+  {
+    std::lock_guard lock(g_mu);
+    if (int err = g_devices[id->device].cm->accept(*id->conn, a)) return fail(err);
+    id->state = IdState::kAccepting;
+  }
+  if (!id->sync) return 0;
+  int err = wait_for(id, RDMA_CM_EVENT_ESTABLISHED);
+  return err ? fail(err) : 0;
+}
+
+UROCE_RDMACM_EXPORT int rdma_reject(rdma_cm_id* cm_id, const void* private_data,
+                                    uint8_t private_data_len) {
+  if (cm_id == nullptr || private_data_len > wire::kRejPrivateBytes) return fail(EINVAL);
+  Id* id = from(cm_id);
+  std::lock_guard lock(g_mu);
+  if (!id->conn || id->device < 0) return fail(EINVAL);
+  std::span<const uint8_t> pd;
+  if (private_data_len) pd = {static_cast<const uint8_t*>(private_data), private_data_len};
+  if (int err = g_devices[id->device].cm->reject(*id->conn, pd)) return fail(err);
+  forget_conn(id);
+  id->state = IdState::kDisconnected;
+  return 0;
+}
+
+UROCE_RDMACM_EXPORT int rdma_establish(rdma_cm_id* cm_id) {
+  if (cm_id == nullptr) return fail(EINVAL);
+  Id* id = from(cm_id);
+  std::lock_guard lock(g_mu);
+  if (!id->conn || id->device < 0) return fail(EINVAL);
+  if (int err = g_devices[id->device].cm->establish(*id->conn, {})) return fail(err);
+  id->state = IdState::kConnected;
+  return 0;
+}
+
+UROCE_RDMACM_EXPORT int rdma_disconnect(rdma_cm_id* cm_id) {
+  if (cm_id == nullptr) return fail(EINVAL);
+  Id* id = from(cm_id);
+  if (id->pub.qp) modify_qp(id, IBV_QPS_ERR);
+  std::lock_guard lock(g_mu);
+  if (!id->conn || id->device < 0) return fail(EINVAL);
+  // As the kernel's rdma_disconnect: a connection already being torn down is not an error.
+  g_devices[id->device].cm->disconnect(*id->conn, {});
+  id->state = IdState::kDisconnected;
+  return 0;
+}
+
+UROCE_RDMACM_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** out) {
+  if (channel == nullptr || out == nullptr) return fail(EINVAL);
+  auto* c = reinterpret_cast<Channel*>(channel);
+  for (;;) {
+    uint64_t count = 0;
+    if (read(c->pub.fd, &count, sizeof count) != sizeof count) return -1;  // EAGAIN, EINTR
+    Pending p;
+    {
+      std::lock_guard lock(g_mu);
+      if (c->queue.empty()) continue;
+      p = std::move(c->queue.front());
+      c->queue.pop_front();
+      if (p.id == nullptr) continue;  // its id was destroyed
+      ++p.id->events_out;
+    }
+    Id* id = p.id;
+    auto* e = new Event;
+    e->pub.id = &id->pub;
+    e->pub.listen_id = p.listen ? &p.listen->pub : nullptr;
+    e->pub.status = p.status;
+    e->private_data = std::move(p.private_data);
+    if (p.type == kInternalConnectResponse) {
+      // rdma-core's librdmacm: move the QP to RTR and RTS from the REP and send the RTU, then
+      // report ESTABLISHED; an id without a QP gets CONNECT_RESPONSE and calls rdma_establish.
+      id->rep = p.rep;
+      if (id->rep) {
+        id->responder_resources = std::min(id->responder_resources, id->rep->initiator_depth);
+        id->initiator_depth = std::min(id->initiator_depth, id->rep->responder_resources);
+      }
+      if (id->pub.qp == nullptr) {
+        p.type = RDMA_CM_EVENT_CONNECT_RESPONSE;
+      } else {
+        int err = modify_qp(id, IBV_QPS_RTR);
+        if (!err) err = modify_qp(id, IBV_QPS_RTS);
+        std::lock_guard lock(g_mu);
+        if (!id->conn) {
+          delete e;
+          --id->events_out;
+          g_acked.notify_all();
+          continue;  // rejected meanwhile
+        }
+        if (err) {
+          g_devices[id->device].cm->reject(*id->conn, {});
+          forget_conn(id);
+          p.type = RDMA_CM_EVENT_CONNECT_ERROR;
+          e->pub.status = -err;
+        } else {
+          g_devices[id->device].cm->establish(*id->conn, {});
+          id->state = IdState::kConnected;
+          p.type = RDMA_CM_EVENT_ESTABLISHED;
+        }
+      }
+    } else if (p.type == RDMA_CM_EVENT_ESTABLISHED) {
+      id->state = IdState::kConnected;
+    } else if (p.type == RDMA_CM_EVENT_DISCONNECTED) {
+      // The QP is left as it is, as rdma-core does: a program may have destroyed it already.
+      id->state = IdState::kDisconnected;
+    }
+    e->pub.event = static_cast<rdma_cm_event_type>(p.type);
+    if (!e->private_data.empty()) {
+      e->pub.param.conn.private_data = e->private_data.data();
+      e->pub.param.conn.private_data_len =
+          static_cast<uint8_t>(std::min<size_t>(e->private_data.size(), 255));
+    }
+    if (p.type == RDMA_CM_EVENT_CONNECT_REQUEST && id->req) {
+      e->pub.param.conn.responder_resources = id->req->responder_resources;
+      e->pub.param.conn.initiator_depth = id->req->initiator_depth;
+      e->pub.param.conn.retry_count = id->req->retry_count;
+      e->pub.param.conn.rnr_retry_count = id->req->rnr_retry_count;
+      e->pub.param.conn.srq = id->req->srq;
+      e->pub.param.conn.qp_num = id->req->local_qpn;
+      // rdma_create_ep's passive ids: each request's id gets a QP like the listener's.
+      if (id->ep_qp_attr && id->pub.qp == nullptr) {
+        ibv_qp_init_attr a = *id->ep_qp_attr;
+        rdma_create_qp(&id->pub, id->ep_pd, &a);
+      }
+    } else if (id->rep &&
+               (p.type == RDMA_CM_EVENT_ESTABLISHED || p.type == RDMA_CM_EVENT_CONNECT_RESPONSE)) {
+      e->pub.param.conn.responder_resources = id->rep->responder_resources;
+      e->pub.param.conn.initiator_depth = id->rep->initiator_depth;
+      e->pub.param.conn.rnr_retry_count = id->rep->rnr_retry_count;
+      e->pub.param.conn.srq = id->rep->srq;
+      e->pub.param.conn.qp_num = id->rep->local_qpn;
+    }
+    id->pub.event = &e->pub;
+    *out = &e->pub;
+    return 0;
+  }
+}
+
+UROCE_RDMACM_EXPORT int rdma_ack_cm_event(rdma_cm_event* event) {
+  if (event == nullptr) return fail(EINVAL);
+  auto* e = reinterpret_cast<Event*>(event);
+  if (e->pub.id) {
+    if (e->pub.id->event == event) e->pub.id->event = nullptr;
+    std::lock_guard lock(g_mu);
+    --from(e->pub.id)->events_out;
+    g_acked.notify_all();
+  }
+  delete e;
+  return 0;
+}
+
+UROCE_RDMACM_EXPORT int rdma_destroy_id(rdma_cm_id* cm_id) {
+  if (cm_id == nullptr) return fail(EINVAL);
+  Id* id = from(cm_id);
+  std::unique_lock lock(g_mu);
+  g_acked.wait(lock, [id] { return id->events_out == 0; });
+  if (id->conn && id->device >= 0) g_devices[id->device].cm->destroy(*id->conn);
+  forget_conn(id);
+  for (auto& [d, lid] : id->listeners) {
+    g_devices[d].cm->stop_listening(lid);
+    g_listeners.erase({d, lid});
+  }
+  // Events still queued for it are skipped by rdma_get_cm_event; requests it was listening for
+  // that nobody fetched are rejected.
+  auto scrub = [&](Channel* c) {
+    for (Pending& p : c->queue) {
+      if (p.id == id) p.id = nullptr;
+      if (p.listen == id) {
+        p.listen = nullptr;
+        if (p.id && p.id->conn) {
+          g_devices[p.id->device].cm->reject(*p.id->conn, {});
+          forget_conn(p.id);
+        }
+      }
+    }
+  };
+  for (Channel* c : g_channels) scrub(c);
+  std::erase(g_ids, id);
+  if (id->sync) delete_channel(id->channel);
+  delete id;
+  return 0;
+}
+
+UROCE_RDMACM_EXPORT int rdma_get_request(rdma_cm_id* listen, rdma_cm_id** out) {
+  if (listen == nullptr || out == nullptr) return fail(EINVAL);
+  Id* l = from(listen);
+  if (!l->sync) return fail(EINVAL);
+  for (;;) {
+    rdma_cm_event* e = nullptr;
+    if (rdma_get_cm_event(&l->channel->pub, &e)) return -1;
+    if (e->event != RDMA_CM_EVENT_CONNECT_REQUEST) {
+      rdma_ack_cm_event(e);
+      continue;
+    }
+    *out = e->id;
+    // The new id is the program's now; the event is acked here.
+    e->id->event = nullptr;
+    rdma_ack_cm_event(e);
+    return 0;
+  }
+}
+
+UROCE_RDMACM_EXPORT ibv_context** rdma_get_devices(int* num_devices) {
+  if (int err = init_devices()) {
+    if (num_devices) *num_devices = 0;
+    errno = err;
+    return nullptr;
+  }
+  std::lock_guard lock(g_mu);
+  auto** list = static_cast<ibv_context**>(calloc(g_devices.size() + 1, sizeof(ibv_context*)));
+  if (list == nullptr) return nullptr;
+  for (size_t i = 0; i < g_devices.size(); ++i) list[i] = g_devices[i].ctx;
+  if (num_devices) *num_devices = static_cast<int>(g_devices.size());
+  return list;
+}
+
+UROCE_RDMACM_EXPORT void rdma_free_devices(ibv_context** list) {
+  free(list);
+}
+
+UROCE_RDMACM_EXPORT const char* rdma_event_str(rdma_cm_event_type event) {
+  static const char* const kNames[] = {
+      "RDMA_CM_EVENT_ADDR_RESOLVED",   "RDMA_CM_EVENT_ADDR_ERROR",
+      "RDMA_CM_EVENT_ROUTE_RESOLVED",  "RDMA_CM_EVENT_ROUTE_ERROR",
+      "RDMA_CM_EVENT_CONNECT_REQUEST", "RDMA_CM_EVENT_CONNECT_RESPONSE",
+      "RDMA_CM_EVENT_CONNECT_ERROR",   "RDMA_CM_EVENT_UNREACHABLE",
+      "RDMA_CM_EVENT_REJECTED",        "RDMA_CM_EVENT_ESTABLISHED",
+      "RDMA_CM_EVENT_DISCONNECTED",    "RDMA_CM_EVENT_DEVICE_REMOVAL",
+      "RDMA_CM_EVENT_MULTICAST_JOIN",  "RDMA_CM_EVENT_MULTICAST_ERROR",
+      "RDMA_CM_EVENT_ADDR_CHANGE",     "RDMA_CM_EVENT_TIMEWAIT_EXIT"};
+  const auto i = static_cast<size_t>(event);
+  return i < std::size(kNames) ? kNames[i] : "UNKNOWN EVENT";
+}
+
+UROCE_RDMACM_EXPORT int rdma_set_option(rdma_cm_id* cm_id, int level, int optname, void* optval,
+                                        size_t optlen) {
+  if (cm_id == nullptr || optval == nullptr) return fail(EINVAL);
+  Id* id = from(cm_id);
+  if (level != RDMA_OPTION_ID) return fail(ENOSYS);  // RDMA_OPTION_IB_PATH: not on RoCE here
+  switch (optname) {
+    case RDMA_OPTION_ID_TOS:
+      if (optlen != sizeof(uint8_t)) return fail(EINVAL);
+      id->tos = *static_cast<uint8_t*>(optval);
+      return 0;
+    case RDMA_OPTION_ID_REUSEADDR:
+    case RDMA_OPTION_ID_AFONLY:
+      return optlen == sizeof(int) ? 0 : fail(EINVAL);
+    case RDMA_OPTION_ID_ACK_TIMEOUT:
+      if (optlen != sizeof(uint8_t)) return fail(EINVAL);
+      id->ack_timeout = std::min<uint8_t>(*static_cast<uint8_t*>(optval), 31);
+      return 0;
+    default:
+      return fail(ENOSYS);
+  }
+}
+
+UROCE_RDMACM_EXPORT int rdma_notify(rdma_cm_id* cm_id, ibv_event_type) {
+  if (cm_id == nullptr) return fail(EINVAL);
+  Id* id = from(cm_id);
+  std::lock_guard lock(g_mu);
+  if (id->conn && id->device >= 0 && !id->active)
+    g_devices[id->device].cm->notify_established(*id->conn);
+  return 0;
+}
+
+UROCE_RDMACM_EXPORT __be16 rdma_get_src_port(rdma_cm_id* cm_id) {
+  return cm_id ? htons(port_of(&cm_id->route.addr.src_addr)) : 0;
+}
+
+UROCE_RDMACM_EXPORT __be16 rdma_get_dst_port(rdma_cm_id* cm_id) {
+  return cm_id ? htons(port_of(&cm_id->route.addr.dst_addr)) : 0;
+}
+
+UROCE_RDMACM_EXPORT int rdma_getaddrinfo(const char* node, const char* service,
+                                         const rdma_addrinfo* hints, rdma_addrinfo** res) {
+  if (res == nullptr || (node == nullptr && service == nullptr)) return fail(EINVAL);
+  addrinfo h{};
+  h.ai_socktype = SOCK_STREAM;
+  h.ai_family = hints && hints->ai_family ? hints->ai_family : AF_UNSPEC;
+  const bool passive = hints && (hints->ai_flags & RAI_PASSIVE);
+  if (passive) h.ai_flags |= AI_PASSIVE;
+  if (hints && (hints->ai_flags & RAI_NUMERICHOST)) h.ai_flags |= AI_NUMERICHOST;
+  addrinfo* ai = nullptr;
+  if (int rc = getaddrinfo(node, service, &h, &ai)) {
+    errno = rc == EAI_SYSTEM ? errno : ENOENT;
+    return rc == EAI_NONAME ? fail(ENOENT) : -1;
+  }
+  auto* r = static_cast<rdma_addrinfo*>(calloc(1, sizeof(rdma_addrinfo)));
+  if (r == nullptr) {
+    freeaddrinfo(ai);
+    return fail(ENOMEM);
+  }
+  r->ai_flags = hints ? hints->ai_flags : 0;
+  r->ai_family = ai->ai_family;
+  r->ai_qp_type = hints && hints->ai_qp_type ? hints->ai_qp_type : IBV_QPT_RC;
+  r->ai_port_space = hints && hints->ai_port_space ? hints->ai_port_space : RDMA_PS_TCP;
+  auto* copy = static_cast<sockaddr*>(calloc(1, ai->ai_addrlen));
+  if (copy) std::memcpy(copy, ai->ai_addr, ai->ai_addrlen);
+  if (passive) {
+    r->ai_src_addr = copy;
+    r->ai_src_len = ai->ai_addrlen;
+  } else {
+    r->ai_dst_addr = copy;
+    r->ai_dst_len = ai->ai_addrlen;
+    if (hints && hints->ai_src_addr && hints->ai_src_len) {
+      r->ai_src_addr = static_cast<sockaddr*>(calloc(1, hints->ai_src_len));
+      if (r->ai_src_addr) {
+        std::memcpy(r->ai_src_addr, hints->ai_src_addr, hints->ai_src_len);
+        r->ai_src_len = hints->ai_src_len;
+      }
+    }
+  }
+  freeaddrinfo(ai);
+  *res = r;
+  return 0;
+}
+
+UROCE_RDMACM_EXPORT void rdma_freeaddrinfo(rdma_addrinfo* res) {
+  while (res) {
+    rdma_addrinfo* next = res->ai_next;
+    free(res->ai_src_addr);
+    free(res->ai_dst_addr);
+    free(res->ai_src_canonname);
+    free(res->ai_dst_canonname);
+    free(res->ai_route);
+    free(res->ai_connect);
+    free(res);
+    res = next;
+  }
+}
+
+UROCE_RDMACM_EXPORT int rdma_create_ep(rdma_cm_id** out, rdma_addrinfo* res, ibv_pd* pd,
+                                       ibv_qp_init_attr* qp_init_attr) {
+  if (out == nullptr || res == nullptr) return fail(EINVAL);
+  rdma_cm_id* cm_id = nullptr;
+  if (rdma_create_id(nullptr, &cm_id, nullptr, static_cast<rdma_port_space>(res->ai_port_space)))
+    return -1;
+  Id* id = from(cm_id);
+  id->pub.qp_type = static_cast<ibv_qp_type>(res->ai_qp_type);
+  // As rdma-core: the QP's type is the address's, whatever the attributes said.
+  if (qp_init_attr) qp_init_attr->qp_type = static_cast<ibv_qp_type>(res->ai_qp_type);
+  int rc = 0;
+  if (res->ai_flags & RAI_PASSIVE) {
+    rc = res->ai_src_addr ? rdma_bind_addr(cm_id, res->ai_src_addr) : fail(EINVAL);
+    if (!rc && qp_init_attr) {
+      id->ep_qp_attr = *qp_init_attr;
+      id->ep_pd = pd;
+    }
+  } else {
+    rc = rdma_resolve_addr(cm_id, res->ai_src_addr, res->ai_dst_addr, 2000);
+    if (!rc) rc = rdma_resolve_route(cm_id, 2000);
+    if (!rc && qp_init_attr) rc = rdma_create_qp(cm_id, pd, qp_init_attr);
+  }
+  if (rc) {
+    const int err = errno;
+    rdma_destroy_id(cm_id);
+    return fail(err);
+  }
+  *out = cm_id;
+  return 0;
+}
+
+UROCE_RDMACM_EXPORT void rdma_destroy_ep(rdma_cm_id* cm_id) {
+  if (cm_id == nullptr) return;
+  rdma_destroy_qp(cm_id);
+  rdma_destroy_id(cm_id);
+}
