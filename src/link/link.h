@@ -39,6 +39,9 @@ class Link : public wire::PacketSink {
   // A file descriptor that becomes readable when packets arrive, for blocking waits; -1 if none.
   virtual int wait_fd() const { return -1; }
   virtual const LinkCounters& counters() const = 0;
+  // Whether transmit() honours AddressVector::roce_v1 (writes Ethernet frames itself). A link
+  // that cannot must never be handed a v1 path: the device refuses one (verbs make_address_vector).
+  virtual bool carries_roce_v1() const { return false; }
 };
 
 }  // namespace uroce::link

@@ -71,6 +71,7 @@ class RawLink final : public Link {
   size_t poll(const RxHandler& handler, size_t budget) override;
   int wait_fd() const override { return fd_; }
   const LinkCounters& counters() const override { return counters_; }
+  bool carries_roce_v1() const override { return true; }
 
   const RawLinkStats& stats() const { return stats_; }
   const std::string& interface() const { return ifname_; }

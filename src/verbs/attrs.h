@@ -103,6 +103,18 @@ enum class AtomicCap : uint8_t { kNone = 0, kHca = 1, kGlob = 2 };
 // == ibv_link_layer.
 inline constexpr uint8_t kLinkLayerEthernet = 2;
 
+// The GID table: one address, two entries. Index 0 is the RoCEv2 GID and index 1 the RoCE v1 GID
+// of the same value. Linux puts v1 first for each address, but programs (ibv_rc_pingpong -g 0,
+// perftest -x 0, pyverbs' first-GID choice) use index 0 and must keep working over the UDP link,
+// which cannot carry v1 (docs/ibverbs.md, "GID table").
+enum class GidType : uint8_t { kRoceV1 = 0, kRoceV2 = 1 };  // == enum ibv_gid_type_sysfs
+inline constexpr int kGidIndexRoceV2 = 0;
+inline constexpr int kGidIndexRoceV1 = 1;
+inline constexpr int kGidTableLen = 2;
+constexpr GidType gid_type_at(int index) {
+  return index == kGidIndexRoceV1 ? GidType::kRoceV1 : GidType::kRoceV2;
+}
+
 // == ibv_global_route.
 struct GlobalRoute {
   Gid dgid{};
@@ -230,7 +242,7 @@ struct PortAttr {
   PortState state = PortState::kActive;
   Mtu max_mtu = Mtu::k4096;
   Mtu active_mtu = Mtu::k1024;
-  int gid_tbl_len = 1;
+  int gid_tbl_len = kGidTableLen;
   uint32_t port_cap_flags = 0;
   uint32_t max_msg_sz = 1u << 31;
   uint16_t pkey_tbl_len = 1;

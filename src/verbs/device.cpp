@@ -374,8 +374,13 @@ Result<PortAttr> Context::query_port(uint8_t port_num) const {
 }
 
 Result<Gid> Context::query_gid(uint8_t port_num, int index) const {
-  if (port_num != 1 || index != 0) return Err(EINVAL);
+  if (port_num != 1 || index < 0 || index >= dev_.port_attr().gid_tbl_len) return Err(EINVAL);
   return dev_.gid();
+}
+
+Result<GidType> Context::query_gid_type(uint8_t port_num, int index) const {
+  if (port_num != 1 || index < 0 || index >= dev_.port_attr().gid_tbl_len) return Err(EINVAL);
+  return gid_type_at(index);
 }
 
 Result<uint16_t> Context::query_pkey(uint8_t port_num, int index) const {

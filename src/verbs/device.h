@@ -97,6 +97,8 @@ class Device {
   const DeviceAttr& attr() const { return config_.attr; }
   PortAttr port_attr() const;
   link::Link& link() { return link_; }
+  // The link writes Ethernet frames and so can send RoCE v1 (the GID table's v1 entry usable).
+  bool carries_roce_v1() const { return link_.carries_roce_v1(); }
 
   // ibv_open_device.
   Result<std::unique_ptr<Context>> open();
@@ -221,7 +223,9 @@ class Context {
 
   const DeviceAttr& query_device() const { return dev_.attr(); }
   Result<PortAttr> query_port(uint8_t port_num) const;
+  // The GID table (attrs.h): index 0 RoCEv2, 1 RoCE v1, the same value. EINVAL past its end.
   Result<Gid> query_gid(uint8_t port_num, int index) const;
+  Result<GidType> query_gid_type(uint8_t port_num, int index) const;
   Result<uint16_t> query_pkey(uint8_t port_num, int index) const;
 
   uint32_t users() const { return users_.load(); }

@@ -126,6 +126,10 @@ Result<transport::AddressVector> make_address_vector(const AhAttr& ah, const Dev
   // RoCE routes by GRH only (IBA annex A16/A17): no GRH, no destination.
   if (!ah.is_global || ah.port_num != 1) return Err(EINVAL);
   if (ah.grh.sgid_index >= static_cast<uint32_t>(dev.port_attr().gid_tbl_len)) return Err(EINVAL);
+  // The v1 entry asks for RoCE v1 frames, which only a link writing Ethernet itself can send; on
+  // the UDP link the path is refused here rather than sent as v2 under the caller's feet.
+  const bool roce_v1 = gid_type_at(ah.grh.sgid_index) == GidType::kRoceV1;
+  if (roce_v1 && !dev.carries_roce_v1()) return Err(EINVAL);
   if (ah.grh.flow_label >> 20) return Err(EINVAL);
   bool zero = true;
   for (uint8_t b : ah.grh.dgid) zero = zero && b == 0;
@@ -136,6 +140,7 @@ Result<transport::AddressVector> make_address_vector(const AhAttr& ah, const Dev
   av.hop_limit = ah.grh.hop_limit;
   av.flow_label = ah.grh.flow_label;
   av.udp_src_port = udp_source_port(ah.grh.flow_label, src_qpn, dst_qpn);
+  av.roce_v1 = roce_v1;
   return av;
 }
 

@@ -14,6 +14,11 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+/* From rdma-core's infiniband/driver.h (not installed here): private calls the library exports. */
+int ibv_query_gid_type(struct ibv_context* context, uint8_t port_num, unsigned int index,
+                       int* type);
+int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t size);
+
 /* Exported by libibverbs but declared in rdma-core's driver.h, which Debian does not ship. */
 int ibv_read_sysfs_file(const char* dir, const char* file, char* buf, size_t size);
 const char* ibv_get_sysfs_path(void);
@@ -105,12 +110,39 @@ static void check_queries(struct ibv_context* ctx) {
   CHECK(memcmp(gid.raw, want, 16) == 0);
   CHECK(ibv_query_gid(ctx, 1, port.gid_tbl_len, &gid) != 0);
 
+  /* Two entries of the same GID: 0 RoCEv2, 1 RoCE v1 (docs/ibverbs.md, "GID table"). */
+  CHECK(port.gid_tbl_len == 2);
+  CHECK(ibv_query_gid(ctx, 1, 1, &gid) == 0);
+  CHECK(memcmp(gid.raw, want, 16) == 0);
   struct ibv_gid_entry entry;
   CHECK(ibv_query_gid_ex(ctx, 1, 0, &entry, 0) == 0);
   CHECK(entry.gid_type == IBV_GID_TYPE_ROCE_V2);
   CHECK(memcmp(entry.gid.raw, want, 16) == 0);
+  CHECK(ibv_query_gid_ex(ctx, 1, 1, &entry, 0) == 0);
+  CHECK(entry.gid_type == IBV_GID_TYPE_ROCE_V1);
+  CHECK(entry.gid_index == 1);
+  CHECK(memcmp(entry.gid.raw, want, 16) == 0);
+  CHECK(ibv_query_gid_ex(ctx, 1, 2, &entry, 0) == EINVAL);
   struct ibv_gid_entry table[4];
-  CHECK(ibv_query_gid_table(ctx, table, 4, 0) == port.gid_tbl_len);
+  memset(table, 0, sizeof table);
+  CHECK(ibv_query_gid_table(ctx, table, 4, 0) == 2);
+  CHECK(table[0].gid_index == 0 && table[0].gid_type == IBV_GID_TYPE_ROCE_V2);
+  CHECK(table[1].gid_index == 1 && table[1].gid_type == IBV_GID_TYPE_ROCE_V1);
+  CHECK(ibv_query_gid_table(ctx, table, 1, 0) == -EINVAL);
+  /* The private call ibv_devinfo and pyverbs use: enum ibv_gid_type_sysfs, 0 = IB/RoCE v1. */
+  int gid_type = -1;
+  CHECK(ibv_query_gid_type(ctx, 1, 0, &gid_type) == 0 && gid_type == 1);
+  CHECK(ibv_query_gid_type(ctx, 1, 1, &gid_type) == 0 && gid_type == 0);
+  CHECK(ibv_query_gid_type(ctx, 1, 2, &gid_type) == EINVAL);
+  char sysfs[64];
+  CHECK(ibv_read_sysfs_file(ctx->device->ibdev_path, "ports/1/gid_attrs/types/0", sysfs,
+                            sizeof sysfs) > 0 &&
+        strcmp(sysfs, "RoCE v2") == 0);
+  CHECK(ibv_read_sysfs_file(ctx->device->ibdev_path, "ports/1/gid_attrs/types/1", sysfs,
+                            sizeof sysfs) > 0 &&
+        strcmp(sysfs, "IB/RoCE v1") == 0);
+  CHECK(ibv_read_sysfs_file(ctx->device->ibdev_path, "ports/1/gid_attrs/types/2", sysfs,
+                            sizeof sysfs) < 0);
 
   __be16 pkey = 0;
   CHECK(ibv_query_pkey(ctx, 1, 0, &pkey) == 0);

@@ -52,8 +52,17 @@ TEST(VerbsDevice, AttributesAndQueries) {
   EXPECT_EQ(port->state, PortState::kActive);
   EXPECT_EQ(port->link_layer, kLinkLayerEthernet);
   EXPECT_EQ(w.ctx->query_port(2).error(), EINVAL);
+  // The GID table: the one address twice, RoCEv2 at 0 and RoCE v1 at 1.
+  EXPECT_EQ(port->gid_tbl_len, 2);
   EXPECT_EQ(w.ctx->query_gid(1, 0).value(), w.device->gid());
-  EXPECT_EQ(w.ctx->query_gid(1, 1).error(), EINVAL);
+  EXPECT_EQ(w.ctx->query_gid(1, 1).value(), w.device->gid());
+  EXPECT_EQ(w.ctx->query_gid(1, 2).error(), EINVAL);
+  EXPECT_EQ(w.ctx->query_gid(1, -1).error(), EINVAL);
+  EXPECT_EQ(w.ctx->query_gid(2, 0).error(), EINVAL);
+  EXPECT_EQ(w.ctx->query_gid_type(1, 0).value(), GidType::kRoceV2);
+  EXPECT_EQ(w.ctx->query_gid_type(1, 1).value(), GidType::kRoceV1);
+  EXPECT_EQ(w.ctx->query_gid_type(1, 2).error(), EINVAL);
+  EXPECT_EQ(w.ctx->query_gid_type(2, 1).error(), EINVAL);
   EXPECT_EQ(w.ctx->query_pkey(1, 0).value(), 0xffff);
   // Two devices on different addresses hand out different GUIDs and keys.
   testing::FakeLink other_link(gid_from_ipv4({10, 0, 0, 9}));

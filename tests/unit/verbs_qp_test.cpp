@@ -96,6 +96,46 @@ TEST(VerbsQp, UsualPathForEveryTypeReachesRtsAndConfiguresTheTransport) {
   }
 }
 
+// The GID table's v1 entry picks RoCE v1 for the path (AddressVector::roce_v1), only on a link
+// that writes Ethernet frames; the v2 entry never does.
+TEST(VerbsQp, RoceV1GidIndexChoosesV1OnALinkThatCarriesIt) {
+  for (bool writes_frames : {false, true}) {
+    FakeWorld w;
+    w.link.writes_frames = writes_frames;
+    auto qp = w.qp(T::kRc);
+    drive(*qp, S::kInit);
+    QpAttr a = good_attr(S::kRtr);
+    a.ah_attr.grh.sgid_index = kGidIndexRoceV1;
+    EXPECT_EQ(qp->modify(a, kRcRtr), writes_frames ? 0 : EINVAL);
+    EXPECT_EQ(qp->state(), writes_frames ? S::kRtr : S::kInit);
+    if (writes_frames) {
+      EXPECT_TRUE(w.fake(*qp).config.path.roce_v1);
+      EXPECT_EQ(qp->query().ah_attr.grh.sgid_index, kGidIndexRoceV1);
+    }
+
+    AhAttr ah = good_attr(S::kRtr).ah_attr;
+    auto v2 = make_address_vector(ah, *w.device, 1, 2);
+    ASSERT_TRUE(v2.ok());
+    EXPECT_FALSE(v2->roce_v1);
+    ah.grh.sgid_index = kGidIndexRoceV1;
+    auto v1 = make_address_vector(ah, *w.device, 1, 2);
+    EXPECT_EQ(v1.ok(), writes_frames);
+    if (writes_frames) {
+      EXPECT_TRUE(v1->roce_v1);
+      EXPECT_EQ(v1->dgid, gid_from_ipv4({10, 0, 0, 2}));
+    } else {
+      EXPECT_EQ(v1.error(), EINVAL);
+    }
+    auto handle = w.pd->create_ah(ah);
+    EXPECT_EQ(handle.ok(), writes_frames);
+    if (writes_frames) {
+      EXPECT_TRUE((*handle)->av().roce_v1);
+    } else {
+      EXPECT_EQ(handle.error(), EINVAL);
+    }
+  }
+}
+
 // Every transition the table allows, for every type, with exactly its required mask: legal. Then
 // each required bit left out, and each bit the transition does not accept added: EINVAL, and
 // the QP is left as it was.
@@ -181,7 +221,9 @@ TEST(VerbsQp, BadValuesAreEinvalAndLeaveTheQpUnchanged) {
       {"mtu 0", S::kInit, kRcRtr, [](QpAttr& a) { a.path_mtu = static_cast<Mtu>(0); }},
       {"no GRH", S::kInit, kRcRtr, [](QpAttr& a) { a.ah_attr.is_global = false; }},
       {"zero dgid", S::kInit, kRcRtr, [](QpAttr& a) { a.ah_attr.grh.dgid = {}; }},
-      {"sgid index 1", S::kInit, kRcRtr, [](QpAttr& a) { a.ah_attr.grh.sgid_index = 1; }},
+      // The RoCE v1 entry on a link that cannot carry v1 (FakeLink as the UDP link).
+      {"sgid index 1 (v1)", S::kInit, kRcRtr, [](QpAttr& a) { a.ah_attr.grh.sgid_index = 1; }},
+      {"sgid index 2", S::kInit, kRcRtr, [](QpAttr& a) { a.ah_attr.grh.sgid_index = 2; }},
       {"flow label > 20 bits", S::kInit, kRcRtr,
        [](QpAttr& a) { a.ah_attr.grh.flow_label = 1u << 20; }},
       {"dest qpn > 24 bits", S::kInit, kRcRtr, [](QpAttr& a) { a.dest_qp_num = 1u << 24; }},

@@ -44,6 +44,8 @@ class FakeLink : public link::Link {
     return n;
   }
   const link::LinkCounters& counters() const override { return counters_; }
+  bool carries_roce_v1() const override { return writes_frames; }
+  bool writes_frames = false;  // stands in for a raw Ethernet link (RoCE v1 paths allowed)
 
   // A packet for QP `qpn` (only the BTH matters to the device).
   void inject(uint32_t qpn) {

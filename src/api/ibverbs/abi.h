@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "api/ibverbs/config.h"
+#include "verbs/attrs.h"
 #include "verbs/event.h"
 
 // Marks an exported entry point. Names and version nodes come from libibverbs.map.
@@ -35,9 +36,9 @@ struct Limits {
   static constexpr int kMaxSrqWr = 16384;
   static constexpr int kMaxAh = 4096;
   static constexpr int kMaxInline = 256;
-  static constexpr uint64_t kMaxDmSize = 256 * 1024;    // ibv_alloc_dm, per device
-  static constexpr uint32_t kMaxMsgSize = 0x80000000u;  // 2^31, IBA 9.4 (o9-6)
-  static constexpr int kGidTableLen = 1;
+  static constexpr uint64_t kMaxDmSize = 256 * 1024;        // ibv_alloc_dm, per device
+  static constexpr uint32_t kMaxMsgSize = 0x80000000u;      // 2^31, IBA 9.4 (o9-6)
+  static constexpr int kGidTableLen = verbs::kGidTableLen;  // 0 RoCEv2, 1 RoCE v1 (attrs.h)
   static constexpr int kPkeyTableLen = 1;
   static constexpr uint16_t kDefaultPkey = 0xffff;
 };

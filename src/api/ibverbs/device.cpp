@@ -8,6 +8,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
@@ -107,8 +108,17 @@ bool sysfs_answer(const char* dir, const char* file, std::string* out) {
     *out = "0.1.0";
   } else if (std::strcmp(file, "ports/1/link_layer") == 0) {
     *out = "Ethernet";
-  } else if (std::strcmp(file, "ports/1/gid_attrs/types/0") == 0) {
-    *out = "RoCE v2";  // what ibv_query_gid_type says of GID 0
+  } else if (std::strncmp(file, "ports/1/gid_attrs/types/", 24) == 0) {
+    // What ibv_query_gid_type says of each entry, in the kernel's words.
+    char* end = nullptr;
+    long index = std::strtol(file + 24, &end, 10);
+    if (end == file + 24 || *end != '\0' || index < 0 || index >= Limits::kGidTableLen) {
+      out->clear();
+    } else {
+      *out = uroce::verbs::gid_type_at(static_cast<int>(index)) == uroce::verbs::GidType::kRoceV1
+                 ? "IB/RoCE v1"
+                 : "RoCE v2";
+    }
   } else {
     out->clear();
     return true;  // our device, but no such attribute
@@ -304,7 +314,10 @@ UROCE_IBV_EXPORT int _ibv_query_gid_ex(ibv_context* context, uint32_t port_num, 
   std::memcpy(entry->gid.raw, ctx->device->config->gid.data(), 16);
   entry->gid_index = gid_index;
   entry->port_num = port_num;
-  entry->gid_type = IBV_GID_TYPE_ROCE_V2;
+  entry->gid_type =
+      uroce::verbs::gid_type_at(static_cast<int>(gid_index)) == uroce::verbs::GidType::kRoceV1
+          ? IBV_GID_TYPE_ROCE_V1
+          : IBV_GID_TYPE_ROCE_V2;
   entry->ndev_ifindex = 0;
   return 0;
 }
@@ -315,8 +328,15 @@ UROCE_IBV_EXPORT ssize_t _ibv_query_gid_table(ibv_context* context, ibv_gid_entr
   Context* ctx = checked(context);
   if (!ctx || !entries || flags != 0 || entry_size < sizeof(ibv_gid_entry)) return -EINVAL;
   if (max_entries < static_cast<size_t>(Limits::kGidTableLen)) return -EINVAL;
-  int rc = _ibv_query_gid_ex(context, 1, 0, entries, 0, entry_size);
-  return rc ? -rc : Limits::kGidTableLen;
+  // entry_size may exceed ours (a newer header): entries are that far apart.
+  auto* at = reinterpret_cast<uint8_t*>(entries);
+  for (int i = 0; i < Limits::kGidTableLen; ++i) {
+    int rc =
+        _ibv_query_gid_ex(context, 1, static_cast<uint32_t>(i),
+                          reinterpret_cast<ibv_gid_entry*>(at + i * entry_size), 0, entry_size);
+    if (rc) return -rc;
+  }
+  return Limits::kGidTableLen;
 }
 
 // IBVERBS_PRIVATE_34; driver.h's enum ibv_gid_type_sysfs: 0 = IB/RoCE v1, 1 = RoCE v2.
@@ -325,7 +345,7 @@ UROCE_IBV_EXPORT int ibv_query_gid_type(ibv_context* context, uint8_t port_num, 
   Context* ctx = checked(context);
   if (!ctx || !type || port_num != 1) return EINVAL;
   if (index >= static_cast<unsigned>(Limits::kGidTableLen)) return EINVAL;
-  *type = 1;
+  *type = static_cast<int>(uroce::verbs::gid_type_at(static_cast<int>(index)));
   return 0;
 }
 

@@ -33,6 +33,18 @@ uint64_t spin_ns_from_env() {
   return us * 1000;
 }
 
+// UROCE_LINK=udp|raw: the link every device of this process opens (docs/links.md). `raw` (root, an
+// Ethernet interface holding the address) is the one that can send RoCE v1, the GID table's
+// index 1. Anything else is EINVAL at open, said once on stderr.
+Result<api::LinkKind> link_kind_from_env() {
+  const char* s = std::getenv("UROCE_LINK");
+  if (s == nullptr || *s == '\0') return api::LinkKind::kUdp;
+  if (auto kind = api::parse_link_kind(s)) return *kind;
+  static std::once_flag said;
+  std::call_once(said, [s] { std::fprintf(stderr, "uroce: UROCE_LINK: unknown link '%s'\n", s); });
+  return Err(EINVAL);
+}
+
 // UROCE_STATS=FILE: each process appends its devices' counters to FILE when it lets go of a
 // device or exits, one "<device>/<pid>.<counter> <value>" line per counter (`uroce stat FILE`
 // prints them side by side). The counters otherwise live only inside the program's process.
@@ -106,7 +118,9 @@ Result<std::shared_ptr<Runtime>> Runtime::acquire(Device* device) {
   }
   std::shared_ptr<Runtime> rt(new Runtime());
   api::NicOptions o;
-  o.link.kind = api::LinkKind::kUdp;
+  auto kind = link_kind_from_env();
+  if (!kind) return Err(kind.error());
+  o.link.kind = *kind;
   o.link.address = device->config->address;
   o.device = verbs_config(*device);
   // Application threads post and poll between passes (drive()), so a pass sends first: a reply
