@@ -17,25 +17,34 @@ configure_and_build() {
   cmake -S . -B "$dir" -G Ninja -DUROCE_WERROR=ON "$@" >/dev/null
   ninja -C "$dir" -j "$jobs" $target
 }
+# CI's budget is 15 minutes on 2 cores: each phase says when it ended, so a slow one shows.
+phase_done() { echo "== scripts/test.sh: $1 done at ${SECONDS} s"; }
 run_tests() {
   local dir=$1; shift
   ctest --test-dir "$dir" --output-on-failure -j "$jobs" --timeout 600 "$@"
 }
 configure_and_build build/release all -DCMAKE_BUILD_TYPE=RelWithDebInfo
+phase_done "release build"
 # The seeded simulation runs 10,000 seeds of each recovery mode here (Sim.ManySeeds*); the ASan
 # build keeps the tests' own counts, at which it already pays the most of any test.
 UROCE_SIM_SEEDS=10000 run_tests build/release
+phase_done "release tests"
 [[ "${1:-}" == "--quick" ]] && exit 0
 
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ASAN_OPTIONS=detect_leaks=1
 configure_and_build build/asan all -DCMAKE_BUILD_TYPE=Debug -DUROCE_SANITIZE=address,undefined \
   -DUROCE_BENCH=OFF
+phase_done "ASan+UBSan build"
 run_tests build/asan -LE slow
+phase_done "ASan+UBSan tests"
 
 configure_and_build build/tsan uroce_unit_tests -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DUROCE_SANITIZE=thread -DUROCE_BENCH=OFF
 TSAN_OPTIONS=halt_on_error=1 build/tsan/tests/uroce_unit_tests \
   --gtest_filter='VerbsCq.*:VerbsMr.*:VerbsMw.*:UdpLinkProgress*:*ProgressEngine*:BenchOob.*'
 
-# A bounded libFuzzer run of the wire parsers (clang-14, its own build dir, ~30 s).
+phase_done "TSan build and tests"
+
+# A bounded libFuzzer run of the wire parsers, the MAD codec and a device (clang-14, own dir).
 scripts/fuzz-smoke.sh 30
+phase_done "fuzzing"
