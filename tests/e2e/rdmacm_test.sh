@@ -11,7 +11,8 @@
 #   rping over IPv6: two addresses of 2001:db8:31::/64 on the loopback of a network namespace of
 #     its own (where one can be made; the part is skipped with a note otherwise);
 #   ucmatose: four connections on one channel, ten messages each, the server disconnecting, in
-#     the RDMA_PS_TCP and RDMA_PS_IB port spaces.
+#     the RDMA_PS_TCP and RDMA_PS_IB port spaces;
+#   perftest -R (ib_write_bw, ib_send_lat, ib_read_bw): 100 messages each, QPs connected by the CM.
 set -uo pipefail
 source "$(dirname "$0")/abi_lib.sh" "$1"
 for tool in rping rdma_server rdma_client ucmatose; do
@@ -22,7 +23,8 @@ S=127.0.31.2 C=127.0.31.1
 PIDS=()
 
 # serve NAME CMD...: starts CMD with the server's device and waits until its device is open
-# (its UDP socket on $S:4791), then a moment for it to listen; the client retries a REJ 8 once in
+# (its UDP socket on $S:4791), then a moment for it to listen; the client retries a REJ 8 (rping's
+# "REJECTED, error 8", perftest's "Unexpected CM event bl blka 8") in
 # case it still came first.
 serve() {
   local name=$1
@@ -46,7 +48,7 @@ client() {  # client NAME CMD...: runs it with the client's device; its exit cod
   for try in 1 2 3; do
     CLIENT_RC=0
     UROCE_DEVICES="urocec=$C" timeout -k 5 30 "$@" >"$ABI_TMP/$name.client" 2>&1 || CLIENT_RC=$?
-    grep -q "REJECTED, error 8" "$ABI_TMP/$name.client" || return 0
+    grep -q -e "REJECTED, error 8" -e "Unexpected CM event bl blka 8" "$ABI_TMP/$name.client" || return 0
     sleep 0.5
   done
 }
@@ -128,6 +130,25 @@ for ps in tcp ib; do
   echo "ok   ucmatose -P $ps -c 4 -C 10"
   port=$((port + 1))
 done
+# ---- perftest over rdma_cm (-R): the QPs connected by the CM, no TCP exchange --------------------
+# Each pair moves 100 messages; both sides end with status 0 and print their results line.
+if command -v ib_write_bw >/dev/null; then
+  port=7190
+  for tool in ib_write_bw ib_send_lat ib_read_bw; do
+    serve $tool $tool -R -d uroces -p $port -n 100
+    client $tool $tool -R -d urocec -p $port -n 100 $S
+    server_rc
+    [[ $CLIENT_RC == 0 && $src == 0 ]] || { show $tool; abi_fail "$tool -R: client $CLIENT_RC, server $src"; }
+    for side in server client; do
+      grep -q "Data ex. method : rdma_cm" "$ABI_TMP/$tool.$side" &&
+        grep -Eq "^ [0-9]+ +100 " "$ABI_TMP/$tool.$side" || { show $tool; abi_fail "$tool -R: $side results"; }
+    done
+    echo "ok   $tool -R -n 100"
+    port=$((port + 1))
+  done
+else
+  echo "note: perftest not installed, ib_write_bw -R not run"
+fi
 # ---- rping over IPv6, in a namespace with two IPv6 loopback addresses -----------------------------
 NS=uroce-cm6-$$
 if [[ $(id -u) -eq 0 ]] && command -v ip >/dev/null && ip netns add "$NS" 2>/dev/null; then
