@@ -168,6 +168,14 @@ bool is_wildcard(const sockaddr* a) {
   return true;
 }
 
+bool is_loopback(const sockaddr* a) {
+  if (a->sa_family == AF_INET)
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr) >> 24) == 127;
+  if (a->sa_family == AF_INET6)
+    return IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr);
+  return false;
+}
+
 // The RoCE GID of an IP address: IPv4 as ::ffff:a.b.c.d.
 Gid gid_of(const sockaddr* a) {
   Gid g{};
@@ -609,6 +617,11 @@ UROCE_RDMACM_EXPORT int rdma_bind_addr(rdma_cm_id* cm_id, sockaddr* addr) {
   int dev = -1;
   if (!is_wildcard(addr)) {
     dev = device_owning(addr);
+    // A loopback address no device has binds to the first device of its family, as the
+    // kernel's rdma_cm binds it to the first RDMA device (libfabric's verbs provider probes
+    // with 127.0.0.1).
+    for (size_t i = 0; dev < 0 && is_loopback(addr) && i < g_devices.size(); ++i)
+      if (g_devices[i].addr.ss_family == addr->sa_family) dev = static_cast<int>(i);
     if (dev < 0) return fail(ENODEV);  // as rdma_cm for an address no RDMA device has
   }
   uint16_t port = port_of(addr);
@@ -1080,6 +1093,34 @@ UROCE_RDMACM_EXPORT int rdma_destroy_id(rdma_cm_id* cm_id) {
   return 0;
 }
 
+// Moves the id's future events and those still queued for it (a listener's requests too) to
+// `channel`; a NULL channel makes the id synchronous on a channel of its own, as rdma-core's.
+// It waits until the program has acked the id's events, as rdma-core's does.
+UROCE_RDMACM_EXPORT int rdma_migrate_id(rdma_cm_id* cm_id, rdma_event_channel* channel) {
+  if (cm_id == nullptr) return fail(EINVAL);
+  Id* id = from(cm_id);
+  std::unique_lock lock(g_mu);
+  g_acked.wait(lock, [id] { return id->events_out == 0; });
+  Channel* old = id->channel;
+  Channel* to = channel ? reinterpret_cast<Channel*>(channel) : new_channel();
+  if (to == nullptr) return fail(ENOMEM);
+  if (to != old) {
+    // Moved entries stay behind as skipped ones, so the old channel's eventfd count still
+    // matches its queue.
+    for (Pending& p : old->queue) {
+      if (p.id != id && p.listen != id) continue;
+      push(to, p);
+      p.id = nullptr;
+    }
+  }
+  const bool was_sync = id->sync;
+  id->channel = to;
+  id->sync = channel == nullptr;
+  id->pub.channel = &to->pub;
+  if (was_sync && to != old) delete_channel(old);
+  return 0;
+}
+
 UROCE_RDMACM_EXPORT int rdma_get_request(rdma_cm_id* listen, rdma_cm_id** out) {
   if (listen == nullptr || out == nullptr) return fail(EINVAL);
   Id* l = from(listen);
@@ -1170,9 +1211,44 @@ UROCE_RDMACM_EXPORT __be16 rdma_get_dst_port(rdma_cm_id* cm_id) {
   return cm_id ? htons(port_of(&cm_id->route.addr.dst_addr)) : 0;
 }
 
+namespace {
+
+bool copy_addr(const sockaddr* from, socklen_t len, sockaddr** to, socklen_t* to_len) {
+  if (from == nullptr || len == 0) return true;
+  *to = static_cast<sockaddr*>(calloc(1, len));
+  if (*to == nullptr) return false;
+  std::memcpy(*to, from, len);
+  *to_len = len;
+  return true;
+}
+
+// rdma_getaddrinfo with neither node nor service: the answer is the hints' own addresses, as
+// rdma-core's (libfabric's verbs provider asks this way).
+int addrinfo_from_hints(const rdma_addrinfo* hints, rdma_addrinfo** res) {
+  if (hints == nullptr || (hints->ai_src_addr == nullptr && hints->ai_dst_addr == nullptr))
+    return fail(EINVAL);
+  auto* r = static_cast<rdma_addrinfo*>(calloc(1, sizeof(rdma_addrinfo)));
+  if (r == nullptr) return fail(ENOMEM);
+  r->ai_flags = hints->ai_flags;
+  const sockaddr* any = hints->ai_src_addr ? hints->ai_src_addr : hints->ai_dst_addr;
+  r->ai_family = hints->ai_family ? hints->ai_family : any->sa_family;
+  r->ai_qp_type = hints->ai_qp_type ? hints->ai_qp_type : IBV_QPT_RC;
+  r->ai_port_space = hints->ai_port_space ? hints->ai_port_space : RDMA_PS_TCP;
+  if (!copy_addr(hints->ai_src_addr, hints->ai_src_len, &r->ai_src_addr, &r->ai_src_len) ||
+      !copy_addr(hints->ai_dst_addr, hints->ai_dst_len, &r->ai_dst_addr, &r->ai_dst_len)) {
+    rdma_freeaddrinfo(r);
+    return fail(ENOMEM);
+  }
+  *res = r;
+  return 0;
+}
+
+}  // namespace
+
 UROCE_RDMACM_EXPORT int rdma_getaddrinfo(const char* node, const char* service,
                                          const rdma_addrinfo* hints, rdma_addrinfo** res) {
-  if (res == nullptr || (node == nullptr && service == nullptr)) return fail(EINVAL);
+  if (res == nullptr) return fail(EINVAL);
+  if (node == nullptr && service == nullptr) return addrinfo_from_hints(hints, res);
   addrinfo h{};
   h.ai_socktype = SOCK_STREAM;
   h.ai_family = hints && hints->ai_family ? hints->ai_family : AF_UNSPEC;
