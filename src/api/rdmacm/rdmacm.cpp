@@ -61,7 +61,9 @@ struct DeviceEntry {
   sockaddr_storage addr{};
   Gid gid{};
   uint8_t mtu = IBV_MTU_1024;
-  ibv_pd* pd = nullptr;  // rdma_create_qp's PD when the program passes none
+  uint8_t max_responder_resources = 1;  // the device's max_qp_rd_atom
+  uint8_t max_initiator_depth = 1;      // its max_qp_init_rd_atom
+  ibv_pd* pd = nullptr;                 // rdma_create_qp's PD when the program passes none
 };
 
 struct Pending {
@@ -375,13 +377,17 @@ int init_devices() {
     d.cm = uroce_private_cm(ctx);
     ibv_gid gid;
     ibv_port_attr port;
-    if (d.cm == nullptr || ibv_query_gid(ctx, 1, 0, &gid) || ibv_query_port(ctx, 1, &port)) {
+    ibv_device_attr dev_attr;
+    if (d.cm == nullptr || ibv_query_gid(ctx, 1, 0, &gid) || ibv_query_port(ctx, 1, &port) ||
+        ibv_query_device(ctx, &dev_attr)) {
       ibv_close_device(ctx);  // its address is served by another process, or not this host's
       continue;
     }
     std::memcpy(d.gid.data(), gid.raw, 16);
     d.addr = addr_of(d.gid, 0);
     d.mtu = static_cast<uint8_t>(port.active_mtu);
+    d.max_responder_resources = static_cast<uint8_t>(std::clamp(dev_attr.max_qp_rd_atom, 1, 255));
+    d.max_initiator_depth = static_cast<uint8_t>(std::clamp(dev_attr.max_qp_init_rd_atom, 1, 255));
     found.push_back(d);
   }
   ibv_free_device_list(list);
@@ -553,6 +559,23 @@ int wait_for(Id* id, rdma_cm_event_type expected) {
   return EIO;
 }
 
+// rdma-core's check of a connection's RDMA READ depths: RDMA_MAX_RESP_RES and
+// RDMA_MAX_INIT_DEPTH (255) mean the device's maximum; another value past it is EINVAL.
+int resolve_depths(const Id* id, const rdma_conn_param& param, uint8_t* responder,
+                   uint8_t* initiator) {
+  const DeviceEntry& d = g_devices[id->device];
+  if (param.responder_resources != RDMA_MAX_RESP_RES &&
+      param.responder_resources > d.max_responder_resources)
+    return EINVAL;
+  if (param.initiator_depth != RDMA_MAX_INIT_DEPTH && param.initiator_depth > d.max_initiator_depth)
+    return EINVAL;
+  *responder = param.responder_resources == RDMA_MAX_RESP_RES ? d.max_responder_resources
+                                                              : param.responder_resources;
+  *initiator =
+      param.initiator_depth == RDMA_MAX_INIT_DEPTH ? d.max_initiator_depth : param.initiator_depth;
+  return 0;
+}
+
 uint32_t random_psn() {
   std::lock_guard lock(g_mu);
   return g_random() & 0xffffff;
@@ -617,12 +640,10 @@ UROCE_RDMACM_EXPORT int rdma_bind_addr(rdma_cm_id* cm_id, sockaddr* addr) {
   int dev = -1;
   if (!is_wildcard(addr)) {
     dev = device_owning(addr);
-    // A loopback address no device has binds to the first device of its family, as the
-    // kernel's rdma_cm binds it to the first RDMA device (libfabric's verbs provider probes
-    // with 127.0.0.1).
-    for (size_t i = 0; dev < 0 && is_loopback(addr) && i < g_devices.size(); ++i)
-      if (g_devices[i].addr.ss_family == addr->sa_family) dev = static_cast<int>(i);
-    if (dev < 0) return fail(ENODEV);  // as rdma_cm for an address no RDMA device has
+    // A loopback address no device has is a wildcard, as the kernel's rdma_cm treats it
+    // (cma_any_addr): bound to no device, listening on all. libfabric's verbs provider binds
+    // "localhost" and then takes the devices' own addresses.
+    if (dev < 0 && !is_loopback(addr)) return fail(ENODEV);  // no RDMA device has it
   }
   uint16_t port = port_of(addr);
   for (const Id* o : g_ids) {
@@ -838,8 +859,8 @@ UROCE_RDMACM_EXPORT int rdma_connect(rdma_cm_id* cm_id, rdma_conn_param* param) 
     const sockaddr* dst = &id->pub.route.addr.dst_addr;
     id->psn = psn;
     if (param) {
-      id->responder_resources = param->responder_resources;
-      id->initiator_depth = param->initiator_depth;
+      if (int err = resolve_depths(id, *param, &id->responder_resources, &id->initiator_depth))
+        return fail(err);
       id->retry_count = std::min<uint8_t>(param->retry_count, 7);
       id->rnr_retry_count = std::min<uint8_t>(param->rnr_retry_count, 7);
     }
@@ -893,8 +914,10 @@ UROCE_RDMACM_EXPORT int rdma_accept(rdma_cm_id* cm_id, rdma_conn_param* param) {
   if (!id->req || !id->conn || id->state != IdState::kRequest) return fail(EINVAL);
   id->psn = random_psn();
   if (param) {
-    id->responder_resources = std::min(param->responder_resources, id->req->initiator_depth);
-    id->initiator_depth = std::min(param->initiator_depth, id->req->responder_resources);
+    uint8_t responder = 0, initiator = 0;
+    if (int err = resolve_depths(id, *param, &responder, &initiator)) return fail(err);
+    id->responder_resources = std::min(responder, id->req->initiator_depth);
+    id->initiator_depth = std::min(initiator, id->req->responder_resources);
     id->rnr_retry_count = std::min<uint8_t>(param->rnr_retry_count, 7);
   } else {
     id->responder_resources = id->req->initiator_depth;
