@@ -24,7 +24,7 @@ PIDS=()
 
 # serve NAME CMD...: starts CMD with the server's device and waits until its device is open
 # (its UDP socket on $S:4791), then a moment for it to listen; the client retries a REJ 8 (rping's
-# "REJECTED, error 8", perftest's "Unexpected CM event bl blka 8") in
+# "REJECTED, error 8", perftest's "REJECTED; error: 8" or "Unexpected CM event bl blka 8") in
 # case it still came first.
 serve() {
   local name=$1
@@ -48,7 +48,8 @@ client() {  # client NAME CMD...: runs it with the client's device; its exit cod
   for try in 1 2 3; do
     CLIENT_RC=0
     UROCE_DEVICES="urocec=$C" timeout -k 5 30 "$@" >"$ABI_TMP/$name.client" 2>&1 || CLIENT_RC=$?
-    grep -q -e "REJECTED, error 8" -e "Unexpected CM event bl blka 8" "$ABI_TMP/$name.client" || return 0
+    grep -q -e "REJECTED, error 8" -e "REJECTED; error: 8" -e "Unexpected CM event bl blka 8" "$ABI_TMP/$name.client" ||
+      return 0
     sleep 0.5
   done
 }
