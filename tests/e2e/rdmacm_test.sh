@@ -12,7 +12,7 @@
 #     its own (where one can be made; the part is skipped with a note otherwise);
 #   ucmatose: four connections on one channel, ten messages each, the server disconnecting, in
 #     the RDMA_PS_TCP and RDMA_PS_IB port spaces;
-#   perftest -R (ib_write_bw, ib_send_lat, ib_read_bw): 100 messages each, QPs connected by the CM.
+#   udaddy: two RDMA_PS_UDP ids resolving the server's UD QP with SIDR, five messages each way.
 set -uo pipefail
 source "$(dirname "$0")/abi_lib.sh" "$1"
 for tool in rping rdma_server rdma_client ucmatose; do
@@ -24,7 +24,8 @@ PIDS=()
 
 # serve NAME CMD...: starts CMD with the server's device and waits until its device is open
 # (its UDP socket on $S:4791), then a moment for it to listen; the client retries a REJ 8 (rping's
-# "REJECTED, error 8", perftest's "REJECTED; error: 8" or "Unexpected CM event bl blka 8") in
+# "REJECTED, error 8", perftest's "REJECTED; error: 8" or "Unexpected CM event bl blka 8"), or
+# udaddy's SIDR_REP status 1 ("UNREACHABLE, error: 1"), in
 # case it still came first.
 serve() {
   local name=$1
@@ -45,10 +46,11 @@ serve() {
 client() {  # client NAME CMD...: runs it with the client's device; its exit code in $CLIENT_RC
   local name=$1 try
   shift
-  for try in 1 2 3; do
+  for try in 1 2 3 4 5 6 7 8 9 10; do
     CLIENT_RC=0
     UROCE_DEVICES="urocec=$C" timeout -k 5 30 "$@" >"$ABI_TMP/$name.client" 2>&1 || CLIENT_RC=$?
-    grep -q -e "REJECTED, error 8" -e "REJECTED; error: 8" -e "Unexpected CM event bl blka 8" "$ABI_TMP/$name.client" ||
+    grep -q -e "REJECTED, error 8" -e "REJECTED; error: 8" -e "Unexpected CM event bl blka 8" \
+      -e "UNREACHABLE, error: 1" "$ABI_TMP/$name.client" ||
       return 0
     sleep 0.5
   done
@@ -131,24 +133,19 @@ for ps in tcp ib; do
   echo "ok   ucmatose -P $ps -c 4 -C 10"
   port=$((port + 1))
 done
-# ---- perftest over rdma_cm (-R): the QPs connected by the CM, no TCP exchange --------------------
-# Each pair moves 100 messages; both sides end with status 0 and print their results line.
-if command -v ib_write_bw >/dev/null; then
-  port=7190
-  for tool in ib_write_bw ib_send_lat ib_read_bw; do
-    serve $tool $tool -R -d uroces -p $port -n 100
-    client $tool $tool -R -d urocec -p $port -n 100 $S
-    server_rc
-    [[ $CLIENT_RC == 0 && $src == 0 ]] || { show $tool; abi_fail "$tool -R: client $CLIENT_RC, server $src"; }
-    for side in server client; do
-      grep -q "Data ex. method : rdma_cm" "$ABI_TMP/$tool.$side" &&
-        grep -Eq "^ [0-9]+ +100 " "$ABI_TMP/$tool.$side" || { show $tool; abi_fail "$tool -R: $side results"; }
-    done
-    echo "ok   $tool -R -n 100"
-    port=$((port + 1))
-  done
-else
-  echo "note: perftest not installed, ib_write_bw -R not run"
+# ---- udaddy: RDMA_PS_UDP ids resolved with SIDR, UD QPs -------------------------------------------
+if command -v udaddy >/dev/null; then
+  serve udaddy udaddy -b $S -c 2 -C 5
+  client udaddy udaddy -s $S -c 2 -C 5
+  server_rc
+  [[ $CLIENT_RC == 0 && $src == 0 ]] || { show udaddy; abi_fail "udaddy: client $CLIENT_RC, server $src"; }
+  diff <(printf '%s\n' "udaddy: starting server" "receiving data transfers" "sending replies" \
+    "data transfers complete" "test complete" "return status 0") "$ABI_TMP/udaddy.server" >&2 ||
+    { show udaddy; abi_fail "udaddy: server output"; }
+  diff <(printf '%s\n' "udaddy: starting client" "udaddy: connecting" "initiating data transfers" \
+    "receiving data transfers" "data transfers complete" "test complete" "return status 0") \
+    "$ABI_TMP/udaddy.client" >&2 || { show udaddy; abi_fail "udaddy: client output"; }
+  echo "ok   udaddy -c 2 -C 5 (SIDR)"
 fi
 # ---- rping over IPv6, in a namespace with two IPv6 loopback addresses -----------------------------
 NS=uroce-cm6-$$

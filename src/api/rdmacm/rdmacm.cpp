@@ -73,6 +73,8 @@ struct Pending {
   int status = 0;
   std::vector<uint8_t> private_data;
   std::optional<wire::CmRep> rep;
+  bool ud = false;  // an RDMA_PS_UDP id's ESTABLISHED: the SIDR_REP's QP and Q_Key
+  uint32_t ud_qpn = 0, ud_qkey = 0;
 };
 
 struct Channel {
@@ -108,6 +110,7 @@ struct Id {
   bool bound = false;
   bool active = false;
   std::optional<cm::ConnId> conn;
+  bool sidr = false;  // passive RDMA_PS_UDP id: `conn` is a SIDR_REQ, answered by accept/reject
   std::vector<std::pair<int, cm::ListenerId>> listeners;  // (device, listener)
   std::optional<wire::CmReq> req;                         // passive: the REQ being answered
   std::optional<wire::CmRep> rep;                         // active: the REP answered
@@ -254,9 +257,10 @@ void forget_conn(Id* id) {
 // The CM's handler for device `dev` (inside its progress pass; see the locking note on top).
 void on_cm_event(int dev, cm::CmEvent&& e) {
   std::lock_guard lock(g_mu);
-  if (e.type == cm::CmEventType::kConnectRequest) {
+  const bool sidr_request = e.type == cm::CmEventType::kSidrRequest;
+  if (e.type == cm::CmEventType::kConnectRequest || sidr_request) {
     auto it = g_listeners.find({dev, e.listener});
-    if (it == g_listeners.end() || !e.req) return;  // stopped listening: the REQ times out
+    if (it == g_listeners.end() || (!e.req && !sidr_request)) return;  // stopped listening
     Id* listen = it->second;
     auto cma = wire::parse_cma_header(e.private_data);
     auto* child = new Id;
@@ -275,7 +279,8 @@ void on_cm_event(int dev, cm::CmEvent&& e) {
     child->pub.channel = &child->channel->pub;
     child->state = IdState::kRequest;
     child->conn = e.conn;
-    child->req = *e.req;
+    child->sidr = sidr_request;
+    if (e.req) child->req = *e.req;
     child->ep_qp_attr = listen->ep_qp_attr;
     child->ep_pd = listen->ep_pd;
     child->tos = listen->tos;
@@ -335,8 +340,24 @@ void on_cm_event(int dev, cm::CmEvent&& e) {
       p.type = RDMA_CM_EVENT_TIMEWAIT_EXIT;
       forget_conn(id);
       break;
+    case cm::CmEventType::kSidrResolved:
+      // As the kernel: a valid SIDR_REP is ESTABLISHED with the remote QP, anything else
+      // UNREACHABLE with the SIDR status.
+      forget_conn(id);
+      if (e.status != 0) {
+        p.type = RDMA_CM_EVENT_UNREACHABLE;
+        p.status = e.status;
+        break;
+      }
+      p.type = RDMA_CM_EVENT_ESTABLISHED;
+      p.ud = true;
+      p.ud_qpn = e.qpn;
+      p.ud_qkey = e.qkey;
+      p.private_data = std::move(e.private_data);
+      id->state = IdState::kConnected;
+      break;
     default:
-      return;  // SIDR: RDMA_PS_UDP is not built yet
+      return;
   }
   push(id->channel, std::move(p));
 }
@@ -605,12 +626,13 @@ UROCE_RDMACM_EXPORT void rdma_destroy_event_channel(rdma_event_channel* channel)
 UROCE_RDMACM_EXPORT int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** out, void* context,
                                        rdma_port_space ps) {
   if (out == nullptr) return fail(EINVAL);
-  if (ps != RDMA_PS_TCP && ps != RDMA_PS_IB) return fail(EPROTONOSUPPORT);  // UDP/IPoIB: SIDR
+  if (ps != RDMA_PS_TCP && ps != RDMA_PS_IB && ps != RDMA_PS_UDP)
+    return fail(EPROTONOSUPPORT);  // RDMA_PS_IPOIB: an IB-only port space
   if (int err = init_devices()) return fail(err);
   auto* id = new Id;
   id->pub.context = context;
   id->pub.ps = ps;
-  id->pub.qp_type = IBV_QPT_RC;
+  id->pub.qp_type = ps == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
   if (channel) {
     id->channel = reinterpret_cast<Channel*>(channel);
   } else {
@@ -847,9 +869,56 @@ UROCE_RDMACM_EXPORT int rdma_init_qp_attr(rdma_cm_id* cm_id, ibv_qp_attr* attr, 
   return err ? fail(err) : 0;
 }
 
+namespace {
+
+// The cma_hdr rdma_cm puts before the private data of a REQ or SIDR_REQ.
+size_t write_cma_for(const Id* id, std::span<uint8_t> out) {
+  const sockaddr* src = &id->pub.route.addr.src_addr;
+  const sockaddr* dst = &id->pub.route.addr.dst_addr;
+  wire::CmaHeader h;
+  h.ip_version = src->sa_family == AF_INET6 ? 6 : 4;
+  h.src_port = port_of(src);
+  const Gid s = gid_of(src), d = gid_of(dst);
+  std::copy(s.begin(), s.end(), h.src.begin());
+  std::copy(d.begin(), d.end(), h.dst.begin());
+  if (h.ip_version == 4) std::fill_n(h.src.begin(), 12, 0), std::fill_n(h.dst.begin(), 12, 0);
+  wire::write_cma_header(h, out);
+  return wire::kCmaHeaderBytes;
+}
+
+// rdma_connect on an RDMA_PS_UDP id: a SIDR_REQ; ESTABLISHED comes with the remote QP.
+int connect_ud(Id* id, const rdma_conn_param* param) {
+  constexpr size_t kUserPrivate = wire::kSidrReqPrivateBytes - wire::kCmaHeaderBytes;
+  if (param && param->private_data_len > kUserPrivate) return fail(EINVAL);
+  {
+    std::lock_guard lock(g_mu);
+    if (id->state != IdState::kRouteResolved) return fail(EINVAL);
+    std::array<uint8_t, wire::kSidrReqPrivateBytes> pdata{};
+    size_t len = write_cma_for(id, pdata);
+    if (param && param->private_data_len) {
+      std::memcpy(pdata.data() + len, param->private_data, param->private_data_len);
+      len += param->private_data_len;
+    }
+    const sockaddr* dst = &id->pub.route.addr.dst_addr;
+    auto conn = g_devices[id->device].cm->sidr_resolve(gid_of(dst), service_id(id, port_of(dst)),
+                                                       std::span<const uint8_t>(pdata.data(), len));
+    if (!conn.ok()) return fail(conn.error());
+    id->conn = *conn;
+    id->active = true;
+    id->state = IdState::kConnecting;
+    g_conns[{id->device, *conn}] = id;
+  }
+  if (!id->sync) return 0;
+  int err = wait_for(id, RDMA_CM_EVENT_ESTABLISHED);
+  return err ? fail(err) : 0;
+}
+
+}  // namespace
+
 UROCE_RDMACM_EXPORT int rdma_connect(rdma_cm_id* cm_id, rdma_conn_param* param) {
   if (cm_id == nullptr) return fail(EINVAL);
   Id* id = from(cm_id);
+  if (id->pub.ps == RDMA_PS_UDP) return connect_ud(id, param);
   if (param && param->private_data_len > kReqUserPrivate) return fail(EINVAL);
   const uint32_t psn = random_psn();
   {
@@ -910,6 +979,21 @@ UROCE_RDMACM_EXPORT int rdma_connect(rdma_cm_id* cm_id, rdma_conn_param* param) 
 UROCE_RDMACM_EXPORT int rdma_accept(rdma_cm_id* cm_id, rdma_conn_param* param) {
   if (cm_id == nullptr) return fail(EINVAL);
   Id* id = from(cm_id);
+  if (id->sidr) {
+    // A SIDR_REP with our UD QP; the id has no connection after it (no ESTABLISHED here).
+    if (param && param->private_data_len > wire::kSidrRepPrivateBytes) return fail(EINVAL);
+    std::lock_guard lock(g_mu);
+    if (!id->conn || id->state != IdState::kRequest) return fail(EINVAL);
+    const uint32_t qpn = id->pub.qp ? id->pub.qp->qp_num : (param ? param->qp_num : 0);
+    std::span<const uint8_t> pd;
+    if (param && param->private_data_len)
+      pd = {static_cast<const uint8_t*>(param->private_data), param->private_data_len};
+    if (int err = g_devices[id->device].cm->sidr_reply(*id->conn, qpn, kRdmaUdpQkey, pd))
+      return fail(err);
+    forget_conn(id);
+    id->state = IdState::kConnected;
+    return 0;
+  }
   if (param && param->private_data_len > wire::kRepPrivateBytes) return fail(EINVAL);
   if (!id->req || !id->conn || id->state != IdState::kRequest) return fail(EINVAL);
   id->psn = random_psn();
@@ -953,7 +1037,9 @@ UROCE_RDMACM_EXPORT int rdma_reject(rdma_cm_id* cm_id, const void* private_data,
   if (!id->conn || id->device < 0) return fail(EINVAL);
   std::span<const uint8_t> pd;
   if (private_data_len) pd = {static_cast<const uint8_t*>(private_data), private_data_len};
-  if (int err = g_devices[id->device].cm->reject(*id->conn, pd)) return fail(err);
+  cm::CmService* cm = g_devices[id->device].cm;
+  if (int err = id->sidr ? cm->sidr_reject(*id->conn, pd) : cm->reject(*id->conn, pd))
+    return fail(err);
   forget_conn(id);
   id->state = IdState::kDisconnected;
   return 0;
@@ -1045,7 +1131,19 @@ UROCE_RDMACM_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_e
       e->pub.param.conn.private_data_len =
           static_cast<uint8_t>(std::min<size_t>(e->private_data.size(), 255));
     }
-    if (p.type == RDMA_CM_EVENT_CONNECT_REQUEST && id->req) {
+    if (p.ud) {
+      // rdma_ud_param shares rdma_conn_param's private-data fields, set above.
+      rdma_ud_param& ud = e->pub.param.ud;
+      ud.qp_num = p.ud_qpn;
+      ud.qkey = p.ud_qkey;
+      ud.ah_attr.is_global = 1;
+      const Gid peer = gid_of(&id->pub.route.addr.dst_addr);
+      std::memcpy(ud.ah_attr.grh.dgid.raw, peer.data(), 16);
+      ud.ah_attr.grh.sgid_index = 0;
+      ud.ah_attr.grh.hop_limit = 64;
+      ud.ah_attr.grh.traffic_class = id->tos;
+      ud.ah_attr.port_num = 1;
+    } else if (p.type == RDMA_CM_EVENT_CONNECT_REQUEST && id->req) {
       e->pub.param.conn.responder_resources = id->req->responder_resources;
       e->pub.param.conn.initiator_depth = id->req->initiator_depth;
       e->pub.param.conn.retry_count = id->req->retry_count;
