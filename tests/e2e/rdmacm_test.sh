@@ -11,7 +11,8 @@
 #   rping over IPv6: two addresses of 2001:db8:31::/64 on the loopback of a network namespace of
 #     its own (where one can be made; the part is skipped with a note otherwise);
 #   ucmatose: four connections on one channel, ten messages each, the server disconnecting, in
-#     the RDMA_PS_TCP and RDMA_PS_IB port spaces.
+#     the RDMA_PS_TCP and RDMA_PS_IB port spaces;
+#   udaddy: two RDMA_PS_UDP ids resolving the server's UD QP with SIDR, five messages each way.
 set -uo pipefail
 source "$(dirname "$0")/abi_lib.sh" "$1"
 for tool in rping rdma_server rdma_client ucmatose; do
@@ -22,7 +23,9 @@ S=127.0.31.2 C=127.0.31.1
 PIDS=()
 
 # serve NAME CMD...: starts CMD with the server's device and waits until its device is open
-# (its UDP socket on $S:4791), then a moment for it to listen; the client retries a REJ 8 once in
+# (its UDP socket on $S:4791), then a moment for it to listen; the client retries a REJ 8 (rping's
+# "REJECTED, error 8", perftest's "REJECTED; error: 8" or "Unexpected CM event bl blka 8"), or
+# udaddy's SIDR_REP status 1 ("UNREACHABLE, error: 1"), in
 # case it still came first.
 serve() {
   local name=$1
@@ -43,10 +46,12 @@ serve() {
 client() {  # client NAME CMD...: runs it with the client's device; its exit code in $CLIENT_RC
   local name=$1 try
   shift
-  for try in 1 2 3; do
+  for try in 1 2 3 4 5 6 7 8 9 10; do
     CLIENT_RC=0
     UROCE_DEVICES="urocec=$C" timeout -k 5 30 "$@" >"$ABI_TMP/$name.client" 2>&1 || CLIENT_RC=$?
-    grep -q "REJECTED, error 8" "$ABI_TMP/$name.client" || return 0
+    grep -q -e "REJECTED, error 8" -e "REJECTED; error: 8" -e "Unexpected CM event bl blka 8" \
+      -e "UNREACHABLE, error: 1" "$ABI_TMP/$name.client" ||
+      return 0
     sleep 0.5
   done
 }
@@ -128,6 +133,20 @@ for ps in tcp ib; do
   echo "ok   ucmatose -P $ps -c 4 -C 10"
   port=$((port + 1))
 done
+# ---- udaddy: RDMA_PS_UDP ids resolved with SIDR, UD QPs -------------------------------------------
+if command -v udaddy >/dev/null; then
+  serve udaddy udaddy -b $S -c 2 -C 5
+  client udaddy udaddy -s $S -c 2 -C 5
+  server_rc
+  [[ $CLIENT_RC == 0 && $src == 0 ]] || { show udaddy; abi_fail "udaddy: client $CLIENT_RC, server $src"; }
+  diff <(printf '%s\n' "udaddy: starting server" "receiving data transfers" "sending replies" \
+    "data transfers complete" "test complete" "return status 0") "$ABI_TMP/udaddy.server" >&2 ||
+    { show udaddy; abi_fail "udaddy: server output"; }
+  diff <(printf '%s\n' "udaddy: starting client" "udaddy: connecting" "initiating data transfers" \
+    "receiving data transfers" "data transfers complete" "test complete" "return status 0") \
+    "$ABI_TMP/udaddy.client" >&2 || { show udaddy; abi_fail "udaddy: client output"; }
+  echo "ok   udaddy -c 2 -C 5 (SIDR)"
+fi
 # ---- rping over IPv6, in a namespace with two IPv6 loopback addresses -----------------------------
 NS=uroce-cm6-$$
 if [[ $(id -u) -eq 0 ]] && command -v ip >/dev/null && ip netns add "$NS" 2>/dev/null; then

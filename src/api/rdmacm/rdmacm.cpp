@@ -61,7 +61,9 @@ struct DeviceEntry {
   sockaddr_storage addr{};
   Gid gid{};
   uint8_t mtu = IBV_MTU_1024;
-  ibv_pd* pd = nullptr;  // rdma_create_qp's PD when the program passes none
+  uint8_t max_responder_resources = 1;  // the device's max_qp_rd_atom
+  uint8_t max_initiator_depth = 1;      // its max_qp_init_rd_atom
+  ibv_pd* pd = nullptr;                 // rdma_create_qp's PD when the program passes none
 };
 
 struct Pending {
@@ -71,6 +73,8 @@ struct Pending {
   int status = 0;
   std::vector<uint8_t> private_data;
   std::optional<wire::CmRep> rep;
+  bool ud = false;  // an RDMA_PS_UDP id's ESTABLISHED: the SIDR_REP's QP and Q_Key
+  uint32_t ud_qpn = 0, ud_qkey = 0;
 };
 
 struct Channel {
@@ -106,6 +110,7 @@ struct Id {
   bool bound = false;
   bool active = false;
   std::optional<cm::ConnId> conn;
+  bool sidr = false;  // passive RDMA_PS_UDP id: `conn` is a SIDR_REQ, answered by accept/reject
   std::vector<std::pair<int, cm::ListenerId>> listeners;  // (device, listener)
   std::optional<wire::CmReq> req;                         // passive: the REQ being answered
   std::optional<wire::CmRep> rep;                         // active: the REP answered
@@ -166,6 +171,14 @@ bool is_wildcard(const sockaddr* a) {
   if (a->sa_family == AF_INET6)
     return IN6_IS_ADDR_UNSPECIFIED(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr);
   return true;
+}
+
+bool is_loopback(const sockaddr* a) {
+  if (a->sa_family == AF_INET)
+    return (ntohl(reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr) >> 24) == 127;
+  if (a->sa_family == AF_INET6)
+    return IN6_IS_ADDR_LOOPBACK(&reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr);
+  return false;
 }
 
 // The RoCE GID of an IP address: IPv4 as ::ffff:a.b.c.d.
@@ -244,9 +257,10 @@ void forget_conn(Id* id) {
 // The CM's handler for device `dev` (inside its progress pass; see the locking note on top).
 void on_cm_event(int dev, cm::CmEvent&& e) {
   std::lock_guard lock(g_mu);
-  if (e.type == cm::CmEventType::kConnectRequest) {
+  const bool sidr_request = e.type == cm::CmEventType::kSidrRequest;
+  if (e.type == cm::CmEventType::kConnectRequest || sidr_request) {
     auto it = g_listeners.find({dev, e.listener});
-    if (it == g_listeners.end() || !e.req) return;  // stopped listening: the REQ times out
+    if (it == g_listeners.end() || (!e.req && !sidr_request)) return;  // stopped listening
     Id* listen = it->second;
     auto cma = wire::parse_cma_header(e.private_data);
     auto* child = new Id;
@@ -265,7 +279,8 @@ void on_cm_event(int dev, cm::CmEvent&& e) {
     child->pub.channel = &child->channel->pub;
     child->state = IdState::kRequest;
     child->conn = e.conn;
-    child->req = *e.req;
+    child->sidr = sidr_request;
+    if (e.req) child->req = *e.req;
     child->ep_qp_attr = listen->ep_qp_attr;
     child->ep_pd = listen->ep_pd;
     child->tos = listen->tos;
@@ -325,8 +340,24 @@ void on_cm_event(int dev, cm::CmEvent&& e) {
       p.type = RDMA_CM_EVENT_TIMEWAIT_EXIT;
       forget_conn(id);
       break;
+    case cm::CmEventType::kSidrResolved:
+      // As the kernel: a valid SIDR_REP is ESTABLISHED with the remote QP, anything else
+      // UNREACHABLE with the SIDR status.
+      forget_conn(id);
+      if (e.status != 0) {
+        p.type = RDMA_CM_EVENT_UNREACHABLE;
+        p.status = e.status;
+        break;
+      }
+      p.type = RDMA_CM_EVENT_ESTABLISHED;
+      p.ud = true;
+      p.ud_qpn = e.qpn;
+      p.ud_qkey = e.qkey;
+      p.private_data = std::move(e.private_data);
+      id->state = IdState::kConnected;
+      break;
     default:
-      return;  // SIDR: RDMA_PS_UDP is not built yet
+      return;
   }
   push(id->channel, std::move(p));
 }
@@ -367,13 +398,17 @@ int init_devices() {
     d.cm = uroce_private_cm(ctx);
     ibv_gid gid;
     ibv_port_attr port;
-    if (d.cm == nullptr || ibv_query_gid(ctx, 1, 0, &gid) || ibv_query_port(ctx, 1, &port)) {
+    ibv_device_attr dev_attr;
+    if (d.cm == nullptr || ibv_query_gid(ctx, 1, 0, &gid) || ibv_query_port(ctx, 1, &port) ||
+        ibv_query_device(ctx, &dev_attr)) {
       ibv_close_device(ctx);  // its address is served by another process, or not this host's
       continue;
     }
     std::memcpy(d.gid.data(), gid.raw, 16);
     d.addr = addr_of(d.gid, 0);
     d.mtu = static_cast<uint8_t>(port.active_mtu);
+    d.max_responder_resources = static_cast<uint8_t>(std::clamp(dev_attr.max_qp_rd_atom, 1, 255));
+    d.max_initiator_depth = static_cast<uint8_t>(std::clamp(dev_attr.max_qp_init_rd_atom, 1, 255));
     found.push_back(d);
   }
   ibv_free_device_list(list);
@@ -545,6 +580,23 @@ int wait_for(Id* id, rdma_cm_event_type expected) {
   return EIO;
 }
 
+// rdma-core's check of a connection's RDMA READ depths: RDMA_MAX_RESP_RES and
+// RDMA_MAX_INIT_DEPTH (255) mean the device's maximum; another value past it is EINVAL.
+int resolve_depths(const Id* id, const rdma_conn_param& param, uint8_t* responder,
+                   uint8_t* initiator) {
+  const DeviceEntry& d = g_devices[id->device];
+  if (param.responder_resources != RDMA_MAX_RESP_RES &&
+      param.responder_resources > d.max_responder_resources)
+    return EINVAL;
+  if (param.initiator_depth != RDMA_MAX_INIT_DEPTH && param.initiator_depth > d.max_initiator_depth)
+    return EINVAL;
+  *responder = param.responder_resources == RDMA_MAX_RESP_RES ? d.max_responder_resources
+                                                              : param.responder_resources;
+  *initiator =
+      param.initiator_depth == RDMA_MAX_INIT_DEPTH ? d.max_initiator_depth : param.initiator_depth;
+  return 0;
+}
+
 uint32_t random_psn() {
   std::lock_guard lock(g_mu);
   return g_random() & 0xffffff;
@@ -574,12 +626,13 @@ UROCE_RDMACM_EXPORT void rdma_destroy_event_channel(rdma_event_channel* channel)
 UROCE_RDMACM_EXPORT int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** out, void* context,
                                        rdma_port_space ps) {
   if (out == nullptr) return fail(EINVAL);
-  if (ps != RDMA_PS_TCP && ps != RDMA_PS_IB) return fail(EPROTONOSUPPORT);  // UDP/IPoIB: SIDR
+  if (ps != RDMA_PS_TCP && ps != RDMA_PS_IB && ps != RDMA_PS_UDP)
+    return fail(EPROTONOSUPPORT);  // RDMA_PS_IPOIB: an IB-only port space
   if (int err = init_devices()) return fail(err);
   auto* id = new Id;
   id->pub.context = context;
   id->pub.ps = ps;
-  id->pub.qp_type = IBV_QPT_RC;
+  id->pub.qp_type = ps == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
   if (channel) {
     id->channel = reinterpret_cast<Channel*>(channel);
   } else {
@@ -609,7 +662,10 @@ UROCE_RDMACM_EXPORT int rdma_bind_addr(rdma_cm_id* cm_id, sockaddr* addr) {
   int dev = -1;
   if (!is_wildcard(addr)) {
     dev = device_owning(addr);
-    if (dev < 0) return fail(ENODEV);  // as rdma_cm for an address no RDMA device has
+    // A loopback address no device has is a wildcard, as the kernel's rdma_cm treats it
+    // (cma_any_addr): bound to no device, listening on all. libfabric's verbs provider binds
+    // "localhost" and then takes the devices' own addresses.
+    if (dev < 0 && !is_loopback(addr)) return fail(ENODEV);  // no RDMA device has it
   }
   uint16_t port = port_of(addr);
   for (const Id* o : g_ids) {
@@ -813,9 +869,56 @@ UROCE_RDMACM_EXPORT int rdma_init_qp_attr(rdma_cm_id* cm_id, ibv_qp_attr* attr, 
   return err ? fail(err) : 0;
 }
 
+namespace {
+
+// The cma_hdr rdma_cm puts before the private data of a REQ or SIDR_REQ.
+size_t write_cma_for(const Id* id, std::span<uint8_t> out) {
+  const sockaddr* src = &id->pub.route.addr.src_addr;
+  const sockaddr* dst = &id->pub.route.addr.dst_addr;
+  wire::CmaHeader h;
+  h.ip_version = src->sa_family == AF_INET6 ? 6 : 4;
+  h.src_port = port_of(src);
+  const Gid s = gid_of(src), d = gid_of(dst);
+  std::copy(s.begin(), s.end(), h.src.begin());
+  std::copy(d.begin(), d.end(), h.dst.begin());
+  if (h.ip_version == 4) std::fill_n(h.src.begin(), 12, 0), std::fill_n(h.dst.begin(), 12, 0);
+  wire::write_cma_header(h, out);
+  return wire::kCmaHeaderBytes;
+}
+
+// rdma_connect on an RDMA_PS_UDP id: a SIDR_REQ; ESTABLISHED comes with the remote QP.
+int connect_ud(Id* id, const rdma_conn_param* param) {
+  constexpr size_t kUserPrivate = wire::kSidrReqPrivateBytes - wire::kCmaHeaderBytes;
+  if (param && param->private_data_len > kUserPrivate) return fail(EINVAL);
+  {
+    std::lock_guard lock(g_mu);
+    if (id->state != IdState::kRouteResolved) return fail(EINVAL);
+    std::array<uint8_t, wire::kSidrReqPrivateBytes> pdata{};
+    size_t len = write_cma_for(id, pdata);
+    if (param && param->private_data_len) {
+      std::memcpy(pdata.data() + len, param->private_data, param->private_data_len);
+      len += param->private_data_len;
+    }
+    const sockaddr* dst = &id->pub.route.addr.dst_addr;
+    auto conn = g_devices[id->device].cm->sidr_resolve(gid_of(dst), service_id(id, port_of(dst)),
+                                                       std::span<const uint8_t>(pdata.data(), len));
+    if (!conn.ok()) return fail(conn.error());
+    id->conn = *conn;
+    id->active = true;
+    id->state = IdState::kConnecting;
+    g_conns[{id->device, *conn}] = id;
+  }
+  if (!id->sync) return 0;
+  int err = wait_for(id, RDMA_CM_EVENT_ESTABLISHED);
+  return err ? fail(err) : 0;
+}
+
+}  // namespace
+
 UROCE_RDMACM_EXPORT int rdma_connect(rdma_cm_id* cm_id, rdma_conn_param* param) {
   if (cm_id == nullptr) return fail(EINVAL);
   Id* id = from(cm_id);
+  if (id->pub.ps == RDMA_PS_UDP) return connect_ud(id, param);
   if (param && param->private_data_len > kReqUserPrivate) return fail(EINVAL);
   const uint32_t psn = random_psn();
   {
@@ -825,8 +928,8 @@ UROCE_RDMACM_EXPORT int rdma_connect(rdma_cm_id* cm_id, rdma_conn_param* param) 
     const sockaddr* dst = &id->pub.route.addr.dst_addr;
     id->psn = psn;
     if (param) {
-      id->responder_resources = param->responder_resources;
-      id->initiator_depth = param->initiator_depth;
+      if (int err = resolve_depths(id, *param, &id->responder_resources, &id->initiator_depth))
+        return fail(err);
       id->retry_count = std::min<uint8_t>(param->retry_count, 7);
       id->rnr_retry_count = std::min<uint8_t>(param->rnr_retry_count, 7);
     }
@@ -876,12 +979,29 @@ UROCE_RDMACM_EXPORT int rdma_connect(rdma_cm_id* cm_id, rdma_conn_param* param) 
 UROCE_RDMACM_EXPORT int rdma_accept(rdma_cm_id* cm_id, rdma_conn_param* param) {
   if (cm_id == nullptr) return fail(EINVAL);
   Id* id = from(cm_id);
+  if (id->sidr) {
+    // A SIDR_REP with our UD QP; the id has no connection after it (no ESTABLISHED here).
+    if (param && param->private_data_len > wire::kSidrRepPrivateBytes) return fail(EINVAL);
+    std::lock_guard lock(g_mu);
+    if (!id->conn || id->state != IdState::kRequest) return fail(EINVAL);
+    const uint32_t qpn = id->pub.qp ? id->pub.qp->qp_num : (param ? param->qp_num : 0);
+    std::span<const uint8_t> pd;
+    if (param && param->private_data_len)
+      pd = {static_cast<const uint8_t*>(param->private_data), param->private_data_len};
+    if (int err = g_devices[id->device].cm->sidr_reply(*id->conn, qpn, kRdmaUdpQkey, pd))
+      return fail(err);
+    forget_conn(id);
+    id->state = IdState::kConnected;
+    return 0;
+  }
   if (param && param->private_data_len > wire::kRepPrivateBytes) return fail(EINVAL);
   if (!id->req || !id->conn || id->state != IdState::kRequest) return fail(EINVAL);
   id->psn = random_psn();
   if (param) {
-    id->responder_resources = std::min(param->responder_resources, id->req->initiator_depth);
-    id->initiator_depth = std::min(param->initiator_depth, id->req->responder_resources);
+    uint8_t responder = 0, initiator = 0;
+    if (int err = resolve_depths(id, *param, &responder, &initiator)) return fail(err);
+    id->responder_resources = std::min(responder, id->req->initiator_depth);
+    id->initiator_depth = std::min(initiator, id->req->responder_resources);
     id->rnr_retry_count = std::min<uint8_t>(param->rnr_retry_count, 7);
   } else {
     id->responder_resources = id->req->initiator_depth;
@@ -917,7 +1037,9 @@ UROCE_RDMACM_EXPORT int rdma_reject(rdma_cm_id* cm_id, const void* private_data,
   if (!id->conn || id->device < 0) return fail(EINVAL);
   std::span<const uint8_t> pd;
   if (private_data_len) pd = {static_cast<const uint8_t*>(private_data), private_data_len};
-  if (int err = g_devices[id->device].cm->reject(*id->conn, pd)) return fail(err);
+  cm::CmService* cm = g_devices[id->device].cm;
+  if (int err = id->sidr ? cm->sidr_reject(*id->conn, pd) : cm->reject(*id->conn, pd))
+    return fail(err);
   forget_conn(id);
   id->state = IdState::kDisconnected;
   return 0;
@@ -1009,7 +1131,19 @@ UROCE_RDMACM_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_e
       e->pub.param.conn.private_data_len =
           static_cast<uint8_t>(std::min<size_t>(e->private_data.size(), 255));
     }
-    if (p.type == RDMA_CM_EVENT_CONNECT_REQUEST && id->req) {
+    if (p.ud) {
+      // rdma_ud_param shares rdma_conn_param's private-data fields, set above.
+      rdma_ud_param& ud = e->pub.param.ud;
+      ud.qp_num = p.ud_qpn;
+      ud.qkey = p.ud_qkey;
+      ud.ah_attr.is_global = 1;
+      const Gid peer = gid_of(&id->pub.route.addr.dst_addr);
+      std::memcpy(ud.ah_attr.grh.dgid.raw, peer.data(), 16);
+      ud.ah_attr.grh.sgid_index = 0;
+      ud.ah_attr.grh.hop_limit = 64;
+      ud.ah_attr.grh.traffic_class = id->tos;
+      ud.ah_attr.port_num = 1;
+    } else if (p.type == RDMA_CM_EVENT_CONNECT_REQUEST && id->req) {
       e->pub.param.conn.responder_resources = id->req->responder_resources;
       e->pub.param.conn.initiator_depth = id->req->initiator_depth;
       e->pub.param.conn.retry_count = id->req->retry_count;
@@ -1077,6 +1211,34 @@ UROCE_RDMACM_EXPORT int rdma_destroy_id(rdma_cm_id* cm_id) {
   std::erase(g_ids, id);
   if (id->sync) delete_channel(id->channel);
   delete id;
+  return 0;
+}
+
+// Moves the id's future events and those still queued for it (a listener's requests too) to
+// `channel`; a NULL channel makes the id synchronous on a channel of its own, as rdma-core's.
+// It waits until the program has acked the id's events, as rdma-core's does.
+UROCE_RDMACM_EXPORT int rdma_migrate_id(rdma_cm_id* cm_id, rdma_event_channel* channel) {
+  if (cm_id == nullptr) return fail(EINVAL);
+  Id* id = from(cm_id);
+  std::unique_lock lock(g_mu);
+  g_acked.wait(lock, [id] { return id->events_out == 0; });
+  Channel* old = id->channel;
+  Channel* to = channel ? reinterpret_cast<Channel*>(channel) : new_channel();
+  if (to == nullptr) return fail(ENOMEM);
+  if (to != old) {
+    // Moved entries stay behind as skipped ones, so the old channel's eventfd count still
+    // matches its queue.
+    for (Pending& p : old->queue) {
+      if (p.id != id && p.listen != id) continue;
+      push(to, p);
+      p.id = nullptr;
+    }
+  }
+  const bool was_sync = id->sync;
+  id->channel = to;
+  id->sync = channel == nullptr;
+  id->pub.channel = &to->pub;
+  if (was_sync && to != old) delete_channel(old);
   return 0;
 }
 
@@ -1170,9 +1332,44 @@ UROCE_RDMACM_EXPORT __be16 rdma_get_dst_port(rdma_cm_id* cm_id) {
   return cm_id ? htons(port_of(&cm_id->route.addr.dst_addr)) : 0;
 }
 
+namespace {
+
+bool copy_addr(const sockaddr* from, socklen_t len, sockaddr** to, socklen_t* to_len) {
+  if (from == nullptr || len == 0) return true;
+  *to = static_cast<sockaddr*>(calloc(1, len));
+  if (*to == nullptr) return false;
+  std::memcpy(*to, from, len);
+  *to_len = len;
+  return true;
+}
+
+// rdma_getaddrinfo with neither node nor service: the answer is the hints' own addresses, as
+// rdma-core's (libfabric's verbs provider asks this way).
+int addrinfo_from_hints(const rdma_addrinfo* hints, rdma_addrinfo** res) {
+  if (hints == nullptr || (hints->ai_src_addr == nullptr && hints->ai_dst_addr == nullptr))
+    return fail(EINVAL);
+  auto* r = static_cast<rdma_addrinfo*>(calloc(1, sizeof(rdma_addrinfo)));
+  if (r == nullptr) return fail(ENOMEM);
+  r->ai_flags = hints->ai_flags;
+  const sockaddr* any = hints->ai_src_addr ? hints->ai_src_addr : hints->ai_dst_addr;
+  r->ai_family = hints->ai_family ? hints->ai_family : any->sa_family;
+  r->ai_qp_type = hints->ai_qp_type ? hints->ai_qp_type : IBV_QPT_RC;
+  r->ai_port_space = hints->ai_port_space ? hints->ai_port_space : RDMA_PS_TCP;
+  if (!copy_addr(hints->ai_src_addr, hints->ai_src_len, &r->ai_src_addr, &r->ai_src_len) ||
+      !copy_addr(hints->ai_dst_addr, hints->ai_dst_len, &r->ai_dst_addr, &r->ai_dst_len)) {
+    rdma_freeaddrinfo(r);
+    return fail(ENOMEM);
+  }
+  *res = r;
+  return 0;
+}
+
+}  // namespace
+
 UROCE_RDMACM_EXPORT int rdma_getaddrinfo(const char* node, const char* service,
                                          const rdma_addrinfo* hints, rdma_addrinfo** res) {
-  if (res == nullptr || (node == nullptr && service == nullptr)) return fail(EINVAL);
+  if (res == nullptr) return fail(EINVAL);
+  if (node == nullptr && service == nullptr) return addrinfo_from_hints(hints, res);
   addrinfo h{};
   h.ai_socktype = SOCK_STREAM;
   h.ai_family = hints && hints->ai_family ? hints->ai_family : AF_UNSPEC;

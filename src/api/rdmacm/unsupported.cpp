@@ -69,9 +69,6 @@ UROCE_STUB_EXPORT int rdma_join_multicast_ex(rdma_cm_id*, rdma_cm_join_mc_attr_e
 UROCE_STUB_EXPORT int rdma_leave_multicast(rdma_cm_id*, sockaddr*) {
   return fail_int();
 }
-UROCE_STUB_EXPORT int rdma_migrate_id(rdma_cm_id*, rdma_event_channel*) {
-  return fail_int();
-}
 UROCE_STUB_EXPORT int rdma_reject_ece(rdma_cm_id*, const void*, uint8_t) {
   return fail_int();
 }
