@@ -94,6 +94,12 @@ void NeighbourTable::dump(Nanos now) {
   if (sendto(fd, &req, req.h.nlmsg_len, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) < 0)
     return;
   alignas(nlmsghdr) static thread_local uint8_t buf[32768];
+  // The kernel's NLMSG_* / RTA_* macros cast through char* and compare a signed length with
+  // unsigned fields; the buffer is aligned for nlmsghdr and every length is checked by NLMSG_OK /
+  // RTA_OK, so clang's -Wcast-align and -Wsign-compare on their expansions say nothing here.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wcast-align"
+#pragma GCC diagnostic ignored "-Wsign-compare"
   for (;;) {
     const ssize_t n = recv(fd, buf, sizeof buf, 0);
     if (n <= 0) return;
@@ -127,6 +133,7 @@ void NeighbourTable::dump(Nanos now) {
       if (dst && mac) insert(*dst, *mac, now);
     }
   }
+#pragma GCC diagnostic pop
 }
 
 void NeighbourTable::request_resolution(const Gid& peer) {
