@@ -14,7 +14,7 @@ qp_seconds=$((seconds / 3 > 0 ? seconds / 3 : 1))
 wire_seconds=$((seconds - mad_seconds - qp_seconds > 0 ? seconds - mad_seconds - qp_seconds : 1))
 dir=${UROCE_FUZZ_DIR:-build/fuzz}
 cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DUROCE_WERROR=ON \
-  -DUROCE_FUZZ=ON -DUROCE_BENCH=OFF \
+  -DUROCE_FUZZ=ON -DUROCE_BENCH=OFF -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -DNDEBUG" \
   -DCMAKE_C_COMPILER=clang-14 -DCMAKE_CXX_COMPILER=clang++-14 >/dev/null
 ninja -C "$dir" -j "$(nproc)" uroce_wire_fuzz uroce_mad_fuzz uroce_qp_fuzz
 
