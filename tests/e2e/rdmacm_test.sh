@@ -20,51 +20,7 @@ for tool in rping rdma_server rdma_client ucmatose; do
 done
 
 S=127.0.31.2 C=127.0.31.1
-PIDS=()
-
-# serve NAME CMD...: starts CMD with the server's device and waits until its device is open
-# (its UDP socket on $S:4791), then a moment for it to listen; the client retries a REJ 8 (rping's
-# "REJECTED, error 8", perftest's "REJECTED; error: 8" or "Unexpected CM event bl blka 8"), or
-# udaddy's SIDR_REP status 1 ("UNREACHABLE, error: 1"), in
-# case it still came first.
-serve() {
-  local name=$1
-  shift
-  UROCE_DEVICES="uroces=$S" timeout -k 5 30 "$@" >"$ABI_TMP/$name.server" 2>&1 &
-  SERVER_PID=$!
-  ABI_PIDS+=("$SERVER_PID")
-  local waited=0
-  while ((waited < 200)); do
-    ss -Huan 2>/dev/null | grep -q "$S:4791" && break
-    kill -0 "$SERVER_PID" 2>/dev/null || break
-    sleep 0.1
-    waited=$((waited + 1))
-  done
-  sleep 0.2
-}
-
-client() {  # client NAME CMD...: runs it with the client's device; its exit code in $CLIENT_RC
-  local name=$1 try
-  shift
-  for try in 1 2 3 4 5 6 7 8 9 10; do
-    CLIENT_RC=0
-    UROCE_DEVICES="urocec=$C" timeout -k 5 30 "$@" >"$ABI_TMP/$name.client" 2>&1 || CLIENT_RC=$?
-    grep -q -e "REJECTED, error 8" -e "REJECTED; error: 8" -e "Unexpected CM event bl blka 8" \
-      -e "UNREACHABLE, error: 1" "$ABI_TMP/$name.client" ||
-      return 0
-    sleep 0.5
-  done
-}
-
-server_rc() {  # waits for the server; its exit code in $src
-  src=0
-  wait "$SERVER_PID" || src=$?
-}
-
-show() {
-  echo "---- $1 server" >&2; cat "$ABI_TMP/$1.server" >&2
-  echo "---- $1 client" >&2; cat "$ABI_TMP/$1.client" >&2
-}
+source "$(dirname "$0")/rdmacm_lib.sh"
 
 # rping's data lines (64-byte buffer): "rdma-ping-N: " and then the characters 'A'..'z' from 'A' + N
 # on, wrapping, up to the closing NUL.

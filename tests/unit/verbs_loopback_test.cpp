@@ -80,31 +80,7 @@ int post_recv(Node& n, uint64_t wr_id, const Sge& sge) {
 }
 
 void connect(Node& me, const Node& peer) {
-  QpAttr a;
-  a.qp_state = QpState::kInit;
-  a.port_num = 1;
-  a.qp_access_flags =
-      transport::kAccessRemoteWrite | transport::kAccessRemoteRead | transport::kAccessRemoteAtomic;
-  ASSERT_EQ(me.qp->modify(a, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags), 0);
-  a.qp_state = QpState::kRtr;
-  a.path_mtu = Mtu::k1024;
-  a.dest_qp_num = peer.qp->qp_num();
-  a.rq_psn = 1000;
-  a.max_dest_rd_atomic = 4;
-  a.min_rnr_timer = 1;
-  a.ah_attr.grh.dgid = peer.dev.gid();
-  ASSERT_EQ(me.qp->modify(a, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
-                                 kQpMaxDestRdAtomic | kQpMinRnrTimer),
-            0);
-  a.qp_state = QpState::kRts;
-  a.sq_psn = 1000;
-  a.timeout = 10;
-  a.retry_cnt = 7;
-  a.rnr_retry = 7;
-  a.max_rd_atomic = 4;
-  ASSERT_EQ(me.qp->modify(
-                a, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic),
-            0);
+  testing::connect_rc(*me.qp, peer.qp->qp_num(), peer.dev.gid());
 }
 
 class VerbsLoopback : public ::testing::Test {

@@ -2,6 +2,8 @@
 // Test doubles for the verbs unit tests: a link that records what is sent and replays what the
 // test queues, and a transport QP that keeps FIFO queues and flushes them in order on ERR, so the
 // verbs rules are tested apart from the real transport.
+#include <gtest/gtest.h>
+
 #include <atomic>
 #include <deque>
 #include <functional>
@@ -351,6 +353,37 @@ inline int writes_after_destroy(FakeWorld& w, FakeTransportQp& fake, uint32_t rk
   progress.join();
   fake.on_transmit = nullptr;
   return violations.load();
+}
+
+// Moves `qp` through INIT, RTR and RTS to the RC peer `peer_qpn` at `peer_gid`, with every remote
+// right, PSNs 1000 both ways, 1024-byte MTU and 4 READ/atomics in flight: the loopback pairs'
+// common connection.
+inline void connect_rc(QueuePair& qp, uint32_t peer_qpn, const Gid& peer_gid) {
+  QpAttr a;
+  a.qp_state = QpState::kInit;
+  a.port_num = 1;
+  a.qp_access_flags =
+      transport::kAccessRemoteWrite | transport::kAccessRemoteRead | transport::kAccessRemoteAtomic;
+  ASSERT_EQ(qp.modify(a, kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags), 0);
+  a.qp_state = QpState::kRtr;
+  a.path_mtu = Mtu::k1024;
+  a.dest_qp_num = peer_qpn;
+  a.rq_psn = 1000;
+  a.max_dest_rd_atomic = 4;
+  a.min_rnr_timer = 1;
+  a.ah_attr.grh.dgid = peer_gid;
+  ASSERT_EQ(qp.modify(a, kQpState | kQpAv | kQpPathMtu | kQpDestQpn | kQpRqPsn |
+                             kQpMaxDestRdAtomic | kQpMinRnrTimer),
+            0);
+  a.qp_state = QpState::kRts;
+  a.sq_psn = 1000;
+  a.timeout = 10;
+  a.retry_cnt = 7;
+  a.rnr_retry = 7;
+  a.max_rd_atomic = 4;
+  ASSERT_EQ(
+      qp.modify(a, kQpState | kQpSqPsn | kQpTimeout | kQpRetryCnt | kQpRnrRetry | kQpMaxQpRdAtomic),
+      0);
 }
 
 }  // namespace uroce::verbs::testing
