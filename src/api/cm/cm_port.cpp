@@ -22,22 +22,27 @@ CmPort::~CmPort() {
 void CmPort::receive(const Gid& peer, std::span<const uint8_t> mad, Nanos now) {
   std::lock_guard lock(mu_);
   cm_.receive(peer, mad, now);
-  changed_ = true;
+  changed_.store(true, std::memory_order_release);
 }
 
 Nanos CmPort::transmit(Nanos now, const SendMad& send) {
   std::vector<CmEvent> events;
+  // Every pass comes here: when nothing happened since the last look and no timer is due, skip
+  // the lock and the scan of the records. A change made after this read kicks the engine for
+  // another pass.
+  if (!changed_.load(std::memory_order_acquire)) {
+    const Nanos due = next_deadline_.load(std::memory_order_relaxed);
+    if (now < due) return due;
+  }
   Nanos next = kNever;
   {
     std::lock_guard lock(mu_);
-    // Every pass comes here: when nothing happened since the last look and no timer is due,
-    // skip the scan of the records.
-    if (!changed_ && now < next_deadline_) return next_deadline_;
     cm_.advance(now);
     while (auto m = cm_.pop_outgoing()) send(m->peer, m->bytes);
     while (auto e = cm_.pop_event()) events.push_back(std::move(*e));
-    next = next_deadline_ = cm_.next_deadline();
-    changed_ = false;
+    next = cm_.next_deadline();
+    next_deadline_.store(next, std::memory_order_relaxed);
+    changed_.store(false, std::memory_order_release);
   }
   if (!events.empty()) {
     std::lock_guard lock(handler_mu_);

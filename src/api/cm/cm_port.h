@@ -3,6 +3,7 @@
 // attached to the device as its GSI management agent (verbs/gsi.h), so MADs to QPN 1 reach it
 // and its MADs and timers go out in the device's progress passes; consumer calls wake the
 // progress engine. api::Nic owns one per device (docs/cm.md).
+#include <atomic>
 #include <functional>
 #include <mutex>
 
@@ -62,9 +63,11 @@ class CmPort final : public CmService, public verbs::ManagementAgent {
   std::function<Nanos()> clock_;
   mutable std::mutex mu_;  // the CM; never held while the handler runs
   ConnectionManager cm_;
-  bool changed_ = true;            // a MAD or a consumer call since the last transmit()
-  Nanos next_deadline_ = 0;        // cm_.next_deadline() as of then
-  mutable std::mutex handler_mu_;  // the handler; held while it runs, so replacing it waits
+  // Read without mu_ by transmit()'s early return, which runs on every progress pass: a pass with
+  // no MAD, no consumer call and no timer due takes no lock. Written under mu_.
+  std::atomic<bool> changed_{true};      // a MAD or a consumer call since the last transmit()
+  std::atomic<Nanos> next_deadline_{0};  // cm_.next_deadline() as of then
+  mutable std::mutex handler_mu_;        // the handler; held while it runs, so replacing it waits
   EventHandler handler_;
   uint64_t events_unhandled_ = 0;  // guarded by handler_mu_
 };
