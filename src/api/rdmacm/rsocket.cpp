@@ -390,13 +390,15 @@ void on_stream_completion(RSocket& s, const ibv_wc& wc) {
 
 void on_dgram_completion(RSocket& s, const ibv_wc& wc);
 
-void drain_cq(RSocket& s) {
-  if (!s.cq) return;
+// Returns the number of completions handled.
+int drain_cq(RSocket& s) {
+  if (!s.cq) return 0;
   // Consume completion-channel events so its fd is quiet until the next armed completion.
   ibv_cq* ev_cq;
   void* ev_ctx;
   while (ibv_get_cq_event(s.cc, &ev_cq, &ev_ctx) == 0) ibv_ack_cq_events(ev_cq, 1);
   ibv_wc wc[16];
+  int handled = 0;
   for (;;) {
     int n = ibv_poll_cq(s.cq, 16, wc);
     if (n <= 0) break;
@@ -406,7 +408,9 @@ void drain_cq(RSocket& s) {
       else
         on_dgram_completion(s, wc[i]);
     }
+    handled += n;
   }
+  return handled;
 }
 
 void drain_cm(RSocket& s) {
@@ -485,7 +489,8 @@ void wait_news(RSocket& s, std::unique_lock<std::mutex>& lock, int timeout_ms) {
   int n = 0;
   if (s.cq) {
     ibv_req_notify_cq(s.cq, 0);
-    drain_cq(s);  // completions that arrived before the arm
+    // Completions that arrived before the arm: the caller looks again instead of sleeping.
+    if (drain_cq(s) > 0) return;
     fds[n++] = {s.cc->fd, POLLIN, 0};
   }
   if (s.channel) fds[n++] = {s.channel->fd, POLLIN, 0};
@@ -770,7 +775,14 @@ void on_dgram_completion(RSocket& s, const ibv_wc& wc) {
     if (!known) {
       ibv_ah_attr ah{};
       ah.is_global = 1;
-      memcpy(ah.grh.dgid.raw, base + 8, 16);
+      // The 40 bytes before the payload: an IPv6 header, or for RoCEv2 over IPv4 the IPv4
+      // header in their last 20 bytes (as rdma-core's providers place it).
+      if ((base[0] >> 4) == 6) {
+        memcpy(ah.grh.dgid.raw, base + 8, 16);
+      } else {
+        ah.grh.dgid.raw[10] = ah.grh.dgid.raw[11] = 0xff;
+        memcpy(ah.grh.dgid.raw + 12, base + 20 + 12, 4);
+      }
       ah.grh.hop_limit = 64;
       ah.port_num = 1;
       if (ibv_ah* a = ibv_create_ah(s.pd, &ah)) remember_destination(s, from, a, wc.src_qp);
@@ -837,17 +849,21 @@ int ensure_dgram_bound(RSocket& s, const sockaddr_storage& toward) {
   if (s.has_bound && !(s.bound.ss_family == AF_INET &&
                        reinterpret_cast<sockaddr_in&>(s.bound).sin_addr.s_addr == INADDR_ANY))
     return 0;
-  // Which of our addresses routes toward the destination: ask the kernel.
-  int probe = socket(toward.ss_family, SOCK_DGRAM, 0);
-  if (probe < 0) return errno;
+  (void)toward;
+  // Our address: the device's (its GID 0 is the IPv4-mapped or IPv6 address).
+  ibv_gid gid{};
+  if (ibv_query_gid(s.verbs, 1, 0, &gid)) return errno ? errno : ENODEV;
   sockaddr_storage local{};
-  socklen_t len = sizeof local;
-  int err = 0;
-  if (connect(probe, (const sockaddr*)&toward, addr_len(toward.ss_family)) ||
-      getsockname(probe, (sockaddr*)&local, &len))
-    err = errno;
-  close(probe);
-  if (err) return err;
+  static constexpr uint8_t kV4Mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+  if (memcmp(gid.raw, kV4Mapped, 12) == 0) {
+    auto& a4 = reinterpret_cast<sockaddr_in&>(local);
+    a4.sin_family = AF_INET;
+    memcpy(&a4.sin_addr, gid.raw + 12, 4);
+  } else {
+    auto& a6 = reinterpret_cast<sockaddr_in6&>(local);
+    a6.sin6_family = AF_INET6;
+    memcpy(&a6.sin6_addr, gid.raw, 16);
+  }
   const uint16_t port = s.has_bound ? reinterpret_cast<sockaddr_in&>(s.bound).sin_port : 0;
   if (!s.has_bound) {
     // Bind the socket's id to a port so the address names this socket and others reach it.
