@@ -801,9 +801,17 @@ int resolve_destination(RSocket& s, const sockaddr_storage& dst) {
   if (!ch) return errno;
   rdma_cm_id* id = nullptr;
   int err = 0;
+  set_nonblock_fd(ch->fd);
+  const int64_t deadline = now_ms() + kResolveTimeoutMs;
   auto wait = [&](rdma_cm_event_type want, uint32_t* qpn, ibv_ah_attr* ah) {
     rdma_cm_event* e = nullptr;
-    if (rdma_get_cm_event(ch, &e)) return errno;
+    while (rdma_get_cm_event(ch, &e)) {
+      if (errno != EAGAIN) return errno;
+      const int64_t left = deadline - now_ms();
+      if (left <= 0) return ETIMEDOUT;
+      pollfd p{ch->fd, POLLIN, 0};
+      poll(&p, 1, int(left));
+    }
     int r = e->event == want
                 ? 0
                 : (e->event == RDMA_CM_EVENT_UNREACHABLE ? EHOSTUNREACH : ECONNREFUSED);
@@ -1099,10 +1107,6 @@ int do_rpoll(pollfd* fds, nfds_t nfds, int timeout) {
       if (s.cq) {
         ibv_req_notify_cq(s.cq, 0);
         real.push_back({s.cc->fd, POLLIN, 0});
-        // Anything that completed before the arm.
-        ibv_wc wc;
-        if (ibv_poll_cq(s.cq, 0, &wc) < 0) {
-        }
       }
       if (s.channel) real.push_back({s.channel->fd, POLLIN, 0});
     }
