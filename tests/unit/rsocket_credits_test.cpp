@@ -55,8 +55,9 @@ TEST(RsocketCredits, UpdateDueAtHalfAWindowOrWhenDrained) {
   EXPECT_FALSE(c.credit_update_due(false));
 }
 
-// One side of a connection as the library runs it: messages travel in order, each taking one of
-// the receiver's posted slots; a data message carries the credits owed, as the immediate does.
+// One side of a connection as the library runs it: messages travel in order; each takes one of
+// the receiver's posted slots when it arrives (as the NIC does) and is handled later, when the
+// receiver polls its CQ; a data message carries the credits owed, as the immediate does.
 struct Message {
   bool data;
   uint32_t credits;
@@ -68,23 +69,30 @@ struct Side {
         posted(StreamCredits::receive_slots(receive_window, 0)) {}
   StreamCredits credits;
   uint32_t posted;      // receive slots posted
-  uint32_t unread = 0;  // data messages received, not consumed
+  uint32_t unread = 0;  // data messages handled, not consumed by the application
   uint64_t sent = 0, consumed = 0;
-  std::deque<Message> wire_in;  // messages on their way to this side
+  std::deque<Message> wire_in;    // messages on their way to this side
+  std::deque<Message> completed;  // arrived (a slot taken), not yet polled
 };
 
-// Delivers one message; false when no slot was posted (the overrun the scheme prevents) or the
-// credits exceed what was taken.
-bool deliver(Side& to) {
+// One message arrives; false when no slot was posted (the overrun the scheme prevents).
+bool arrive(Side& to) {
   if (to.posted == 0) return false;
-  const Message m = to.wire_in.front();
-  to.wire_in.pop_front();
   --to.posted;
+  to.completed.push_back(to.wire_in.front());
+  to.wire_in.pop_front();
+  return true;
+}
+
+// The receiver polls one completion; false when the credits exceed what was taken.
+bool poll_one(Side& me) {
+  const Message m = me.completed.front();
+  me.completed.pop_front();
   if (m.data)
-    ++to.unread;
+    ++me.unread;
   else
-    ++to.posted;  // a credit-only message: its slot is posted again at once
-  return to.credits.on_credits(m.credits);
+    ++me.posted;  // a credit-only message: its slot is posted again at once
+  return me.credits.on_credits(m.credits);
 }
 
 TEST(RsocketCredits, NoOverrunNoStallUnderRandomSchedules) {
@@ -98,7 +106,7 @@ TEST(RsocketCredits, NoOverrunNoStallUnderRandomSchedules) {
       ++steps;
       Side& me = rng() % 2 ? a : b;
       Side& peer = &me == &a ? b : a;
-      switch (rng() % 4) {
+      switch (rng() % 5) {
         case 0:  // the application sends a message
           if (me.sent < target && me.credits.can_send_data()) {
             me.credits.on_data_sent();
@@ -108,7 +116,12 @@ TEST(RsocketCredits, NoOverrunNoStallUnderRandomSchedules) {
           break;
         case 1:  // a message arrives
           if (!me.wire_in.empty()) {
-            ASSERT_TRUE(deliver(me)) << "seed " << seed;
+            ASSERT_TRUE(arrive(me)) << "receive queue overrun, seed " << seed;
+          }
+          break;
+        case 4:  // the receiver polls its CQ
+          if (!me.completed.empty()) {
+            ASSERT_TRUE(poll_one(me)) << "seed " << seed;
           }
           break;
         case 2:  // the application reads one message; its slot is posted again
