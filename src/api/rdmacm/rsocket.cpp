@@ -409,6 +409,7 @@ int drain_cq(RSocket& s) {
         on_dgram_completion(s, wc[i]);
     }
     handled += n;
+    if (n < 16) break;  // drained: another (empty) poll would only yield the CPU
   }
   return handled;
 }
@@ -556,7 +557,10 @@ ssize_t stream_send(RSocket& s, std::unique_lock<std::mutex>& lock, const iovec*
   int vi = 0;
   size_t voff = 0;
   while (sent < total) {
-    progress(s);
+    // Polling the CQ costs a pass of the NIC's work (and a yield when empty): only when the
+    // send cannot go ahead as things stand.
+    if (!stream_writable(s) || !s.credits->can_send_data() || s.free_send.empty() || !sq_room(s))
+      progress(s);
     if (s.state == State::kConnecting && blocking(s, flags)) {
       wait_news(s, lock, -1);
       continue;
@@ -619,7 +623,8 @@ ssize_t stream_recv(RSocket& s, std::unique_lock<std::mutex>& lock, const iovec*
   int vi = 0;
   size_t voff = 0;
   for (;;) {
-    progress(s);
+    // As in stream_send: the CQ only when nothing is queued to read.
+    if (s.ready.empty()) progress(s);
     if (s.state == State::kConnecting) {
       if (!blocking(s, flags)) return fail(EAGAIN);
       wait_news(s, lock, -1);
@@ -851,13 +856,13 @@ int resolve_destination(RSocket& s, const sockaddr_storage& dst) {
   return err;
 }
 
-// A datagram socket's own address, carried in each datagram: the bound one, else the
-// device's with the port the socket's id was given.
-int ensure_dgram_bound(RSocket& s, const sockaddr_storage& toward) {
+// A datagram socket's own address, carried in each datagram: the bound one (a wildcard made the
+// device's address), else the device's with a port the socket's id is bound to, listening for
+// SIDR so that the address names this socket.
+int ensure_dgram_bound(RSocket& s) {
   if (s.has_bound && !(s.bound.ss_family == AF_INET &&
                        reinterpret_cast<sockaddr_in&>(s.bound).sin_addr.s_addr == INADDR_ANY))
     return 0;
-  (void)toward;
   // Our address: the device's (its GID 0 is the IPv4-mapped or IPv6 address).
   ibv_gid gid{};
   if (ibv_query_gid(s.verbs, 1, 0, &gid)) return errno ? errno : ENODEV;
@@ -874,7 +879,6 @@ int ensure_dgram_bound(RSocket& s, const sockaddr_storage& toward) {
   }
   const uint16_t port = s.has_bound ? reinterpret_cast<sockaddr_in&>(s.bound).sin_port : 0;
   if (!s.has_bound) {
-    // Bind the socket's id to a port so the address names this socket and others reach it.
     reinterpret_cast<sockaddr_in&>(local).sin_port = 0;
     if (rdma_bind_addr(s.id, (sockaddr*)&local)) return errno;
     rdma_listen(s.id, int(kMaxBacklog));
@@ -919,7 +923,7 @@ ssize_t dgram_sendto(RSocket& s, std::unique_lock<std::mutex>& lock, const iovec
     return fail(EDESTADDRREQ);
   }
   if (int err = ensure_dgram_qp(s)) return fail(err);
-  if (int err = ensure_dgram_bound(s, dst)) return fail(err);
+  if (int err = ensure_dgram_bound(s)) return fail(err);
   size_t total = 0;
   for (int i = 0; i < iovcnt; ++i) total += iov[i].iov_len;
   if (total + kDgramHeaderBytes > s.slot_bytes - kGrhBytes) return fail(EMSGSIZE);
