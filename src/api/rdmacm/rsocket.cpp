@@ -1049,7 +1049,9 @@ short readiness(RSocket& s) {
       if (stream_writable(s) && s.credits->can_send_data() && !s.free_send.empty() && sq_room(s))
         r |= POLLOUT;
       if (s.peer_gone || s.fin_received) r |= POLLRDHUP;
-      if (s.peer_gone) r |= POLLHUP;
+      // Hung up only once nothing is left to read (a peer that sent its last bytes and
+      // disconnected is read to the end first, as a TCP peer's FIN).
+      if (s.peer_gone && s.ready.empty()) r |= POLLHUP;
       if (s.reset) r |= POLLERR;
       break;
     case State::kClosed:
