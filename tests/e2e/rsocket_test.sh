@@ -13,7 +13,7 @@
 #     reach: EINPROGRESS, EAGAIN, rpoll timing out, rselect over an rsocket and a pipe, partial
 #     reads, end of stream, EBADF.
 # With "full" as third argument, also rstream's default run (latency and bandwidth for 64 B to
-# 1 MB, two connections one after the other; about a minute: a by-hand check).
+# 1 MB, two connections one after the other; long: a by-hand check, timings in docs/cm.md).
 set -uo pipefail
 source "$(dirname "$0")/abi_lib.sh" "$1"
 CHECK_BIN=${2:?usage: $0 <lib folder> <uroce_rsocket_check> [full]}
