@@ -19,14 +19,14 @@
 
 static int failures;
 
-#define CHECK(cond, ...)                                        \
-  do {                                                          \
-    if (!(cond)) {                                              \
+#define CHECK(cond, ...)                                              \
+  do {                                                                \
+    if (!(cond)) {                                                    \
       fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond); \
-      fprintf(stderr, __VA_ARGS__);                             \
-      fprintf(stderr, " (errno %d %s)\n", errno, strerror(errno)); \
-      failures++;                                               \
-    }                                                           \
+      fprintf(stderr, __VA_ARGS__);                                   \
+      fprintf(stderr, " (errno %d %s)\n", errno, strerror(errno));    \
+      failures++;                                                     \
+    }                                                                 \
   } while (0)
 
 static unsigned char pattern(size_t i) {
