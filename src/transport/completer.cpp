@@ -305,7 +305,7 @@ void Completer::on_read_response(const wire::TransportHeaders& h, std::span<cons
   }
   const uint64_t offset =
       uint64_t{static_cast<uint32_t>(psn.distance_from(w->first_psn))} * ctx_.mtu();
-  if (!scatter(ctx_.memory, w->sge.data(), w->num_sge, offset, payload)) {
+  if (!scatter(ctx_.memory, w->sge, w->num_sge, offset, payload)) {
     fail(*w, WcStatus::kLocProtErr);
     return;
   }
@@ -347,7 +347,7 @@ void Completer::place_ahead(SendWqe& w, const wire::TransportHeaders& h,
   }
   const uint64_t offset =
       uint64_t{static_cast<uint32_t>(psn.distance_from(w.first_psn))} * ctx_.mtu();
-  if (!scatter(ctx_.memory, w.sge.data(), w.num_sge, offset, payload)) {
+  if (!scatter(ctx_.memory, w.sge, w.num_sge, offset, payload)) {
     fail(w, WcStatus::kLocProtErr);
     return;
   }
@@ -380,7 +380,7 @@ void Completer::on_atomic_ack(const wire::TransportHeaders& h, Nanos now) {
   // The original value lands in the local buffer in host order, as verbs returns it.
   uint8_t bytes[8];
   std::memcpy(bytes, &h.atomic_ack.original, 8);
-  if (!scatter(ctx_.memory, w->sge.data(), w->num_sge, 0, bytes)) {
+  if (!scatter(ctx_.memory, w->sge, w->num_sge, 0, bytes)) {
     fail(*w, WcStatus::kLocProtErr);
     return;
   }

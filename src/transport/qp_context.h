@@ -51,8 +51,7 @@ struct QpContext {
         recv_cq(rcq),
         srq(shared_rq),
         own_rq(shared_rq ? 1 : c.max_recv_wr, c.max_recv_sge),
-        sq(c.max_send_wr),
-        inline_buf(static_cast<size_t>(c.max_send_wr) * c.max_inline_data) {}
+        sq(c.max_send_wr, c.max_send_sge) {}
 
   const QpType type;
   const uint32_t qpn;
@@ -63,7 +62,10 @@ struct QpContext {
   RecvQueue* const srq;
   RecvQueue own_rq;
   SendQueue sq;
-  std::vector<uint8_t> inline_buf;  // max_inline_data bytes per SQ slot
+  // max_inline_data bytes per SQ slot, allocated by the first inline post: most QPs of a
+  // many-connection server never send inline, and 100,000 of them would carry the buffers for
+  // nothing (docs/security.md, "Scale").
+  std::vector<uint8_t> inline_buf;
 
   QpConfig config;
   QpState state = QpState::kReset;
@@ -92,7 +94,10 @@ struct QpContext {
   bool selective_repeat() const {
     return reliable() && config.loss_recovery == LossRecovery::kSelectiveRepeat;
   }
+  // The inline slot of the WQE at `pos`; allocates the buffer the first time.
   uint8_t* inline_slot(uint64_t pos) {
+    if (inline_buf.empty())
+      inline_buf.resize(static_cast<size_t>(sq.capacity()) * caps.max_inline_data);
     return inline_buf.data() + static_cast<size_t>(sq.slot(pos)) * caps.max_inline_data;
   }
   // Completion queues: a full CQ is an overrun (IBA 11.4.2.1); the QP goes to ERR.

@@ -20,6 +20,8 @@ struct RecvWqe {
   uint64_t length = 0;  // sum of the SGE lengths
 };
 
+// The ring keeps each WQE's SGEs in a pool of `max_sge` per slot (not kMaxSge), so a queue costs
+// what it was created with; pop() hands out the full RecvWqe.
 class RecvQueue {
  public:
   // `max_wr` WQEs of at most `max_sge` SGEs each; both are fixed for the queue's lifetime.
@@ -45,8 +47,16 @@ class RecvQueue {
   void set_limit_hook(std::function<void()> hook) { limit_hook_ = std::move(hook); }
 
  private:
-  std::vector<RecvWqe> ring_;
+  struct Slot {
+    uint64_t wr_id = 0;
+    uint64_t length = 0;
+    uint32_t num_sge = 0;
+  };
+  RecvWqe take(uint64_t pos) const;
+
+  std::vector<Slot> ring_;
   uint32_t max_sge_;
+  std::vector<Sge> sges_;         // max_sge_ per slot
   uint64_t head_ = 0, tail_ = 0;  // absolute positions; slot = position % capacity
   uint32_t limit_ = 0;
   std::function<void()> limit_hook_;

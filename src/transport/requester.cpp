@@ -105,7 +105,7 @@ int Requester::post(const SendWr& wr) {
   w.remote_qkey = wr.remote_qkey;
   w.remote_srqn = wr.remote_srqn & 0xffffff;
   w.num_sge = static_cast<uint32_t>(wr.sg_list.size());
-  std::copy(wr.sg_list.begin(), wr.sg_list.end(), w.sge.begin());
+  std::copy(wr.sg_list.begin(), wr.sg_list.end(), w.sge);
   w.length = length;
   w.signaled = ctx_.config.sq_sig_all || (wr.flags & kSendSignaled) != 0;
   if (is_inline) {

@@ -1,7 +1,6 @@
 #pragma once
 // The send queue: a fixed ring of send WQEs shared by the requester (which turns them into
 // packets) and the completer (which retires them, oldest first, into completions).
-#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -32,7 +31,8 @@ struct SendWqe {
   AddressVector ah{};  // UD destination
   uint32_t remote_qpn = 0, remote_qkey = 0;
   uint32_t remote_srqn = 0;  // XRC initiator
-  std::array<Sge, kMaxSge> sge{};
+  // num_sge entries in the send queue's SGE pool, max_send_sge of them reserved per slot.
+  Sge* sge = nullptr;
   uint32_t num_sge = 0;
   uint64_t length = 0;
   bool is_inline = false;  // payload lives in the QP's inline slot for this WQE
@@ -61,16 +61,22 @@ struct SendWqe {
   }
 };
 
-// Absolute positions (never wrap in practice: 2^64 WQEs) index a ring of `capacity` slots.
+// Absolute positions (never wrap in practice: 2^64 WQEs) index a ring of `capacity` slots. Each
+// slot has room for `max_sge` SGEs in one pool beside the ring, so a QP created with one SGE does
+// not carry sixteen per WQE (docs/security.md, "Scale").
 class SendQueue {
  public:
-  explicit SendQueue(uint32_t capacity) : ring_(capacity == 0 ? 1 : capacity) {}
+  SendQueue(uint32_t capacity, uint32_t max_sge)
+      : ring_(capacity == 0 ? 1 : capacity),
+        max_sge_(max_sge > kMaxSge ? kMaxSge : max_sge),
+        sges_(ring_.size() * max_sge_) {}
 
   bool full() const { return tail_ - head_ == ring_.size(); }
   bool empty() const { return tail_ == head_; }
   uint64_t head() const { return head_; }
   uint64_t tail() const { return tail_; }
   uint32_t capacity() const { return static_cast<uint32_t>(ring_.size()); }
+  uint32_t max_sge() const { return max_sge_; }
   uint32_t slot(uint64_t pos) const { return static_cast<uint32_t>(pos % ring_.size()); }
 
   SendWqe& at(uint64_t pos) {
@@ -83,8 +89,10 @@ class SendQueue {
   }
   SendWqe& push() {
     UROCE_CHECK(!full());
-    SendWqe& w = ring_[slot(tail_++)];
+    const uint32_t s = slot(tail_++);
+    SendWqe& w = ring_[s];
     w = SendWqe{};
+    w.sge = sges_.data() + size_t{s} * max_sge_;
     return w;
   }
   void pop() {
@@ -95,6 +103,8 @@ class SendQueue {
 
  private:
   std::vector<SendWqe> ring_;
+  uint32_t max_sge_;
+  std::vector<Sge> sges_;  // max_sge_ per slot
   uint64_t head_ = 0, tail_ = 0;
 };
 

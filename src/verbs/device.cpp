@@ -100,7 +100,17 @@ Result<uint32_t> Device::register_qp(QueuePair* qp) {
     next_qpn_ = next_qpn_ + 1 >= kQpnLimit ? kFirstQpn : next_qpn_ + 1;
     if (qps_.count(qpn)) continue;
     qps_.emplace(qpn, qp);
-    qp_order_.push_back(qp);
+    if (free_slots_.empty()) {
+      qp->slot_ = static_cast<uint32_t>(slots_.size());
+      slots_.push_back(qp);
+    } else {
+      qp->slot_ = free_slots_.back();
+      free_slots_.pop_back();
+      slots_[qp->slot_] = qp;
+    }
+    std::lock_guard sched(sched_mu_);
+    ready_.reserve(static_cast<uint32_t>(slots_.size()));
+    qp->timer_seq_ = ++timer_seq_;
     return qpn;
   }
   return Err(ENOMEM);
@@ -114,9 +124,13 @@ void Device::send_ready_before_destroy(QueuePair* qp) {
 
 void Device::unregister_qp(QueuePair* qp) {
   qps_.erase(qp->qp_num());
-  auto it = std::find(qp_order_.begin(), qp_order_.end(), qp);
-  if (it != qp_order_.end()) qp_order_.erase(it);
-  if (rr_next_ >= qp_order_.size()) rr_next_ = 0;
+  if (qp->slot_ < slots_.size() && slots_[qp->slot_] == qp) {
+    std::lock_guard sched(sched_mu_);
+    ready_.erase(qp->slot_);
+    qp->timer_seq_ = ++timer_seq_;  // its timer entry, if any, is stale from now on
+    slots_[qp->slot_] = nullptr;
+    free_slots_.push_back(qp->slot_);
+  }
   std::vector<Counter> c = qp->counters();
   if (retired_.empty()) {
     retired_ = std::move(c);
@@ -140,6 +154,8 @@ void Device::set_port_state(PortState state) {
   AsyncEvent e;
   e.port = 1;
   if (state == PortState::kActive) {
+    // Passes sent nothing while the port was down; every QP gets a look at what waited.
+    mark_all_ready();
     e.type = EventType::kPortActive;
   } else if (old == static_cast<uint8_t>(PortState::kActive)) {
     e.type = EventType::kPortErr;
@@ -216,6 +232,96 @@ void Device::deliver(const wire::RxPacket& packet, Nanos now) {
     rx_drop_qp_state_.fetch_add(1, std::memory_order_relaxed);
 }
 
+void Device::mark_ready(QueuePair& qp) {
+  std::lock_guard sched(sched_mu_);
+  if (ready_.insert(qp.slot_)) qp.timer_seq_ = ++timer_seq_;
+}
+
+void Device::set_idle(QueuePair& qp, Nanos deadline) {
+  std::lock_guard sched(sched_mu_);
+  ready_.erase(qp.slot_);
+  qp.timer_seq_ = ++timer_seq_;
+  if (deadline == kNever) return;
+  timers_.push({deadline, qp.slot_, qp.timer_seq_});
+  // Every QP has at most one current entry; stale ones are dropped when they outnumber them.
+  const size_t live = slots_.size() - free_slots_.size();
+  if (timers_.size() > 2 * live + 64) {
+    timers_.compact([this](const TimerHeap::Entry& e) {
+      return e.slot < slots_.size() && slots_[e.slot] != nullptr &&
+             slots_[e.slot]->timer_seq_ == e.seq;
+    });
+  }
+}
+
+void Device::mark_all_ready() {
+  std::shared_lock quiesce(quiesce_);
+  std::lock_guard sched(sched_mu_);
+  for (QueuePair* qp : slots_)
+    if (qp != nullptr && ready_.insert(qp->slot_)) qp->timer_seq_ = ++timer_seq_;
+}
+
+void Device::fire_due_timers(Nanos now) {
+  std::lock_guard sched(sched_mu_);
+  while (!timers_.empty() && timers_.top().at <= now) {
+    const TimerHeap::Entry e = timers_.top();
+    timers_.pop();
+    QueuePair* qp = e.slot < slots_.size() ? slots_[e.slot] : nullptr;
+    if (qp != nullptr && qp->timer_seq_ == e.seq && ready_.insert(e.slot))
+      qp->timer_seq_ = ++timer_seq_;
+  }
+}
+
+Nanos Device::earliest_timer() {
+  std::lock_guard sched(sched_mu_);
+  while (!timers_.empty()) {
+    const TimerHeap::Entry& e = timers_.top();
+    QueuePair* qp = e.slot < slots_.size() ? slots_[e.slot] : nullptr;
+    if (qp != nullptr && qp->timer_seq_ == e.seq) return e.at;
+    timers_.pop();
+  }
+  return kNever;
+}
+
+size_t Device::transmit_ready(Nanos now, size_t limit) {
+  // The round robin of every QP in slot order, each turn up to tx_quantum packets, that ends
+  // after a whole round of turns without a full quantum; QPs not in the ready set would send
+  // nothing in their turn, so the walk jumps from one ready slot to the next. Positions count
+  // on across the wrap (slot + rounds * n) so "a whole round" stays exact.
+  const uint64_t n = slots_.size();
+  size_t sent = 0;
+  if (n != 0) {
+    uint64_t pos = rr_next_ % n;
+    uint64_t stop = pos + n;  // first position not visited unless a full quantum moves it on
+    while (sent < limit) {
+      const uint32_t from = static_cast<uint32_t>(pos % n);
+      uint32_t slot;
+      {
+        std::lock_guard sched(sched_mu_);
+        slot = ready_.next_from(from);
+        if (slot >= n) slot = ready_.next_from(0);
+      }
+      if (slot == ReadySet::kNone || slot >= n) {
+        pos = stop;
+        break;
+      }
+      const uint64_t at = pos + (slot >= from ? slot - from : n - from + slot);
+      if (at >= stop) {
+        pos = stop;
+        break;
+      }
+      const size_t quantum = std::min(config_.tx_quantum, limit - sent);
+      const size_t got = slots_[slot]->transmit(now, link_, quantum);
+      progress_qp_visits_.fetch_add(1, std::memory_order_relaxed);
+      sent += got;
+      pos = at + 1;
+      if (got == quantum) stop = at + 1 + n;
+    }
+    rr_next_ = static_cast<uint32_t>(pos % n);
+  }
+  link_.flush();  // nothing queued: no system call
+  return sent;
+}
+
 Nanos Device::progress(Nanos now, size_t budget) {
   std::shared_lock quiesce(quiesce_);
   progress_passes_.fetch_add(1, std::memory_order_relaxed);
@@ -223,23 +329,7 @@ Nanos Device::progress(Nanos now, size_t budget) {
   if (budget == 0) return now;
   if (port_state_.load() != static_cast<uint8_t>(PortState::kActive)) return kNever;
 
-  // Round-robin transmit. Each turn either sends packets (bounded by `limit`) or counts one idle
-  // QP (bounded by the number of QPs), so the loop ends.
-  const size_t n = qp_order_.size();
-  auto transmit = [&](size_t limit) {
-    size_t sent = 0, idle_in_a_row = 0;
-    size_t i = n ? rr_next_ % n : 0;
-    while (n && sent < limit && idle_in_a_row < n) {
-      size_t quantum = std::min(config_.tx_quantum, limit - sent);
-      size_t got = qp_order_[i]->transmit(now, link_, quantum);
-      sent += got;
-      idle_in_a_row = got == quantum ? 0 : idle_in_a_row + 1;
-      i = (i + 1) % n;
-    }
-    rr_next_ = i;
-    link_.flush();  // nothing queued: no system call
-    return sent;
-  };
+  fire_due_timers(now);
   // Either receive, then send what was posted and what the received packets caused; or (for a
   // caller that posts and polls between passes on the same thread) send first, then receive,
   // leaving what the received packets caused (ACKs, READ responses) to the next pass's send. The
@@ -251,25 +341,35 @@ Nanos Device::progress(Nanos now, size_t budget) {
     return link_.poll([this, now](const wire::RxPacket& p) { deliver(p, now); }, budget);
   };
   if (config_.transmit_before_receive) {
-    sent = transmit(budget);
+    sent = transmit_ready(now, budget);
     received = receive();
   } else {
     received = receive();
-    sent = transmit(budget);
+    sent = transmit_ready(now, budget);
   }
   // After the receive, so that a REQ that just arrived is answered in the same pass (each MAD
   // is flushed as it is sent).
   Nanos next = transmit_gsi(now);
   if (received >= budget || sent >= budget) return now;
 
-  for (QueuePair* qp : qp_order_) next = std::min(next, qp->next_deadline(now));
-  return next;
+  // The QPs still ready are those a packet reached after their turn (transmit_before_receive)
+  // and those that said they have work now but sent nothing: they say when themselves. Every
+  // other QP's deadline is in the heap.
+  still_ready_.clear();
+  {
+    std::lock_guard sched(sched_mu_);
+    for (uint32_t s = ready_.next_from(0); s != ReadySet::kNone; s = ready_.next_from(s + 1))
+      still_ready_.push_back(s);
+  }
+  for (uint32_t s : still_ready_) next = std::min(next, slots_[s]->next_deadline(now));
+  return std::min(next, earliest_timer());
 }
 
 std::vector<Counter> Device::counters() const {
   std::shared_lock quiesce(quiesce_);
   std::vector<Counter> total = retired_;
-  for (const QueuePair* qp : qp_order_) {
+  for (const QueuePair* qp : slots_) {
+    if (qp == nullptr) continue;
     std::vector<Counter> c = qp->counters();
     if (total.empty()) {
       total = std::move(c);
@@ -306,6 +406,7 @@ std::vector<Counter> Device::counters() const {
       {"link_rx_not_roce_drops", l.rx_drop_not_roce},
       {"link_tx_errors", l.tx_errors},
       {"progress_passes", progress_passes_.load()},
+      {"progress_qp_visits", progress_qp_visits_.load()},
       {"gsi_rx_mads", gsi_rx_.load()},
       {"gsi_rx_drops", gsi_rx_drops_.load()},
       {"gsi_tx_mads", gsi_tx_.load()},

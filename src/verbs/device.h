@@ -21,7 +21,8 @@
 //     (as in libibverbs).
 //   - Lock order: Device::quiesce (shared for progress passes, posts and modify; exclusive for
 //     destroy/dereg, which thereby wait out any pass in flight) -> QueuePair -> XrcDomain's SRQ
-//     directory -> SharedReceiveQueue -> CompletionQueue -> event queues. No lock is held while
+//     directory -> SharedReceiveQueue -> CompletionQueue -> event queues; the device's
+//     scheduling lock (sched_mu_) is taken last, alone or after a QP's. No lock is held while
 //     calling anything outside uroce.
 #include <array>
 #include <atomic>
@@ -42,6 +43,7 @@
 #include "verbs/event.h"
 #include "verbs/gsi.h"
 #include "verbs/mr.h"
+#include "verbs/qp_scheduler.h"
 
 namespace uroce::verbs {
 
@@ -109,6 +111,9 @@ class Device {
   // Returns the earliest time progress() has work again: `now` if a budget ran out, the earliest
   // QP timer or pacing deadline otherwise, kNever if idle. Call it again when that time comes or
   // when the link's wait_fd() becomes readable or after any post.
+  // A pass visits only the QPs that may have work (a post, a modify, a packet received, a timer
+  // or pacing deadline come due), never the idle ones, so its cost does not grow with the number
+  // of QPs (qp_scheduler.h; counter `progress_qp_visits`).
   Nanos progress(Nanos now, size_t budget = kDefaultBudget);
   // Large enough that a pass sends a whole GSO-batched burst in one sendmmsg and pays one receive,
   // ACK flush and caller round per burst; smaller budgets cost WRITE bandwidth (measured:
@@ -157,6 +162,19 @@ class Device {
   void send_ready_before_destroy(QueuePair* qp);
   void post_to_all_contexts(const AsyncEvent& e);
   void deliver(const wire::RxPacket& packet, Nanos now);
+  // The scheduler (qp_scheduler.h), under sched_mu_. mark_ready: `qp` may have work now (a post,
+  // a modify, a packet); any deadline it had is forgotten. set_idle: `qp`, just visited, has no
+  // work before `deadline` (kNever: none at all). Both are called with the QP's lock held, so a
+  // post cannot slip between a visit's verdict and its recording.
+  void mark_ready(QueuePair& qp);
+  void set_idle(QueuePair& qp, Nanos deadline);
+  void mark_all_ready();
+  // Moves the QPs whose deadline is at or before `now` to the ready set.
+  void fire_due_timers(Nanos now);
+  // The earliest current deadline of a QP that is not ready (stale entries dropped), or kNever.
+  Nanos earliest_timer();
+  // Sends up to `limit` packets from ready QPs, round-robin in slot order from rr_next_.
+  size_t transmit_ready(Nanos now, size_t limit);
   void deliver_gsi(const wire::RxPacket& packet, Nanos now);
   // Lets the agent fire its timers and send; returns its next deadline.
   Nanos transmit_gsi(Nanos now);
@@ -170,8 +188,17 @@ class Device {
   // See "Lock order" above.
   mutable std::shared_mutex quiesce_;
   std::unordered_map<uint32_t, QueuePair*> qps_;
-  std::vector<QueuePair*> qp_order_;  // round-robin order
-  size_t rr_next_ = 0;
+  // QPs by slot (the round-robin order; null where a destroyed QP's slot waits for reuse) and the
+  // free slots; both change only under quiesce_ exclusive. At most max_qp entries each.
+  std::vector<QueuePair*> slots_;
+  std::vector<uint32_t> free_slots_;
+  uint32_t rr_next_ = 0;  // slot the next transmit round starts at
+  // Guards ready_, timers_, timer_seq_ and every QueuePair::timer_seq_. Taken after a QP's lock.
+  std::mutex sched_mu_;
+  ReadySet ready_;    // slots of QPs that may have work now; at most one bit per slot
+  TimerHeap timers_;  // compacted at 2 * live QPs + 64 entries (set_idle)
+  uint64_t timer_seq_ = 0;
+  std::vector<uint32_t> still_ready_;  // progress()'s scratch, at most one entry per slot
   uint32_t next_qpn_ = 0;
   // XRC SRQ numbers, device-wide like QPNs (24 bits, as the XRCETH carries).
   std::atomic<uint32_t> next_srqn_{1};
@@ -189,9 +216,10 @@ class Device {
   std::atomic<uint64_t> rx_drop_unknown_qpn_{0};
   std::atomic<uint64_t> rx_drop_qp_state_{0};
   std::atomic<uint64_t> progress_passes_{0};
-  std::atomic<Nanos> last_pass_at_{0};  // the `now` of the latest progress() pass
-  ManagementAgent* agent_ = nullptr;    // guarded by quiesce_
-  uint32_t gsi_psn_ = 0;                // UD PSNs are not checked; counted for a readable capture
+  std::atomic<uint64_t> progress_qp_visits_{0};  // QP transmit turns, summed over passes
+  std::atomic<Nanos> last_pass_at_{0};           // the `now` of the latest progress() pass
+  ManagementAgent* agent_ = nullptr;             // guarded by quiesce_
+  uint32_t gsi_psn_ = 0;  // UD PSNs are not checked; counted for a readable capture
   std::atomic<uint64_t> gsi_rx_{0}, gsi_rx_drops_{0}, gsi_tx_{0};
   // Counters of QPs already destroyed, so device totals never go backwards.
   std::vector<Counter> retired_;

@@ -400,6 +400,7 @@ int QueuePair::modify(const QpAttr& attr, uint32_t mask) {
     }
   }
   check_fatal_locked();
+  dev_.mark_ready(*this);  // a new state or attribute may let it send (RTS, SQD -> RTS, pacing)
   return 0;
 }
 
@@ -433,6 +434,7 @@ int QueuePair::post_send(const transport::SendWr& wr) {
   if (s == QpState::kReset || s == QpState::kInit || s == QpState::kRtr) return EINVAL;
   int err = tqp_->post_send(wr);
   check_fatal_locked();
+  if (err == 0) dev_.mark_ready(*this);
   return err;
 }
 
@@ -453,6 +455,7 @@ int QueuePair::post_send_all(std::span<const transport::SendWr> wrs) {
   if (s == QpState::kReset || s == QpState::kInit || s == QpState::kRtr) return EINVAL;
   int err = tqp_->post_send_all(wrs);
   check_fatal_locked();
+  if (err == 0) dev_.mark_ready(*this);
   return err;
 }
 
@@ -494,14 +497,23 @@ QueuePair::Delivery QueuePair::receive(const wire::RxPacket& packet, Nanos now) 
   }
   tqp_->receive(packet, now);
   check_fatal_locked();
+  dev_.mark_ready(*this);  // an answer to send, a timer to move, WQEs to retire
   return Delivery::kTaken;
 }
 
 size_t QueuePair::transmit(Nanos now, wire::PacketSink& sink, size_t budget) {
   Guard guard(*this);
-  if (tqp_->state() == QpState::kReset) return 0;
-  size_t n = tqp_->transmit(now, sink, budget);
-  check_fatal_locked();
+  size_t n = 0;
+  if (tqp_->state() != QpState::kReset) {
+    n = tqp_->transmit(now, sink, budget);
+    check_fatal_locked();
+  }
+  // Sending less than it could means it ran out of work for now: until its deadline the device
+  // need not visit it. Decided under this QP's lock, so a post cannot come between.
+  if (n < budget) {
+    const Nanos next = tqp_->state() == QpState::kReset ? kNever : tqp_->next_deadline(now);
+    if (next > now) dev_.set_idle(*this, next);
+  }
   return n;
 }
 

@@ -107,6 +107,10 @@ class QueuePair {
   std::unique_ptr<transport::TransportQp> tqp_;
   bool fatal_reported_ = false;
   uint32_t recv_wqes_charged_ = 0;  // against the device's total (DeviceTotals::take_recv_wqes)
+  // The device's scheduler (Device::mark_ready/set_idle): this QP's slot, and the sequence
+  // number of its current timer entry (guarded by the device's sched_mu_).
+  uint32_t slot_ = 0;
+  uint64_t timer_seq_ = 0;
   // Completion statuses seen, for the counters the transport does not keep.
   // Packets dropped by on_path(), before the transport saw them.
   std::atomic<uint64_t> rx_path_drops_{0};

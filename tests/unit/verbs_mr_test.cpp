@@ -209,7 +209,7 @@ TEST(VerbsMr, DeregistrationWaitsOutAProgressPassUsingTheMemory) {
   auto qp = w.qp();
   std::vector<uint8_t> buf(256);
   auto mr = std::move(w.pd->reg_mr(buf.data(), buf.size(), 0, kAll).value());
-  EXPECT_EQ(testing::writes_after_destroy(w, w.fake(*qp), mr->rkey(), 0, [&] { mr.reset(); }), 0);
+  EXPECT_EQ(testing::writes_after_destroy(w, *qp, mr->rkey(), 0, [&] { mr.reset(); }), 0);
 }
 
 // ibv_rereg_mr: the keys stay and take the new rights, PD and translation; a refused change

@@ -205,7 +205,7 @@ TEST(VerbsMw, DeallocWaitsOutAProgressPassWritingThroughTheWindow) {
   const uint32_t key = next_window_key(mw->rkey());
   ASSERT_EQ(w.pd->bind_mw({mw->rkey(), key, mr->lkey(), 0, 256, kAccessRemoteWrite}, kQp),
             WcStatus::kSuccess);
-  EXPECT_EQ(testing::writes_after_destroy(w, w.fake(*qp), key, kQp, [&] { mw.reset(); }), 0);
+  EXPECT_EQ(testing::writes_after_destroy(w, *qp, key, kQp, [&] { mw.reset(); }), 0);
   EXPECT_EQ(mr->windows_bound(), 0u);
 }
 

@@ -217,6 +217,7 @@ class FakeTransportQp : public transport::TransportQp {
     return n;
   }
   Nanos next_deadline(Nanos now) const override {
+    if (on_transmit) return now;  // it does something on every pass
     if (state_ == transport::QpState::kRts && !sends.empty()) return now;
     return deadline;
   }
@@ -318,16 +319,20 @@ inline QpAttr good_attr(QpState state) {
   return a;
 }
 
-// Drives `w`'s device on a progress thread whose passes (through `fake`) write 256 bytes at
+// Drives `w`'s device on a progress thread whose passes (through `qp`'s fake) write 256 bytes at
 // address 0 through `rkey`, as a responder would, until 20 have written; then runs `destroy`
 // (deregistering or deallocating what `rkey` names) and keeps going until 20 passes were refused.
 // Returns the passes that wrote while or after `destroy` returned: 0 when destruction is
 // synchronous with the progress pass.
-inline int writes_after_destroy(FakeWorld& w, FakeTransportQp& fake, uint32_t rkey, uint32_t qpn,
+inline int writes_after_destroy(FakeWorld& w, QueuePair& qp, uint32_t rkey, uint32_t qpn,
                                 const std::function<void()>& destroy) {
   std::atomic<bool> gone{false}, stop{false};
   std::atomic<int> writes{0}, violations{0}, refused{0};
-  fake.set_state(QpState::kInit);  // any state but RESET lets transmit() run
+  FakeTransportQp& fake = w.fake(qp);
+  // Any state but RESET lets transmit() run; the modify also tells the device the QP has work,
+  // and with on_transmit set the fake keeps saying so.
+  EXPECT_EQ(
+      qp.modify(good_attr(QpState::kInit), kQpState | kQpPkeyIndex | kQpPort | kQpAccessFlags), 0);
   fake.on_transmit = [&](Nanos) {
     auto p = fake.memory().remote(rkey, 0, 256, transport::kAccessRemoteWrite, qpn);
     if (!p.ok()) {
