@@ -55,8 +55,8 @@ for run in 1 2; do
       abi_fail "cmtime client run $run: $counter is '$value' at exit, not ${expected#*=}"
   done
   grep "^connect " "$ABI_TMP/cmtime.client"
-  # Past the CM's timewait (1 s): the server's records of this run are gone too, and the next
-  # client's QPs (the same QPNs: a new process) are not taken for stale connections (REJ 10).
+  # Past the server's timewait (1 s): the CM holds at most 1,024 records, timewait included
+  # (CmConfig::max_connections), and this run left 1,000.
   sleep 1.5
   fds_after=$(settled_fds)
   [[ $fds_after == "$fds_before" ]] ||
