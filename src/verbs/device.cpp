@@ -410,6 +410,12 @@ std::vector<Counter> Device::counters() const {
       {"gsi_rx_mads", gsi_rx_.load()},
       {"gsi_rx_drops", gsi_rx_drops_.load()},
       {"gsi_tx_mads", gsi_tx_.load()},
+      // Objects alive now: a program that tears down what it set up brings these back (the
+      // rdma_cm loop in tests/e2e/rdmacm_cmtime_test.sh checks QPs, CQs and MRs).
+      {"pds_in_use", in_use_[kPd].load(), Counter::Kind::kGaugeSum},
+      {"cqs_in_use", in_use_[kCq].load(), Counter::Kind::kGaugeSum},
+      {"qps_in_use", in_use_[kQp].load(), Counter::Kind::kGaugeSum},
+      {"mrs_in_use", in_use_[kMr].load(), Counter::Kind::kGaugeSum},
   };
   total.insert(total.end(), own.begin(), own.end());
   return total;

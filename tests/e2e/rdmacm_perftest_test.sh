@@ -3,9 +3,16 @@
 # with -R (QPs connected by the CM, no TCP exchange) on the drop-in librdmacm and libibverbs, two
 # processes with their own uroce devices on two loopback addresses; 100 messages each, both sides
 # ending with status 0 and their results line.
-# A check run by hand (docs/cm.md), not in ctest: on a loaded machine the client's REQ can come
-# before perftest listens (REJ 8), and a retried client then sometimes ends with "Bad wc status
-# 12" (issue 14's notes).
+#
+# perftest -R races itself, with any CM: it makes two rdma_cm connections on the same port, one to
+# exchange its parameters and then the measured one, and after the exchange the client connects at
+# once while the server only then creates, binds and listens on its second id; a REQ that comes
+# first is rejected with reason 8 (invalid service ID), as by the kernel's CM. perftest 4.5-0.17's
+# client then retries on ids it has already destroyed and crashes (later perftest recreates them).
+# So a pair whose client was rejected with reason 8 is run again, server and client, on a new
+# port (a client alone retried would reach the old server's second listener with its first
+# connection: the two then disagree on what they connected, and the client's QP ends in
+# RETRY_EXC). docs/cm.md has the race in detail.
 set -uo pipefail
 source "$(dirname "$0")/abi_lib.sh" "$1"
 command -v ib_write_bw >/dev/null || { echo "SKIP: perftest not installed"; exit 77; }
@@ -17,14 +24,25 @@ source "$(dirname "$0")/rdmacm_lib.sh"
 # Each pair moves 100 messages; both sides end with status 0 and print their results line.
 port=7190
 for tool in ib_write_bw ib_send_lat ib_read_bw; do
-  # stdbuf: perftest's line saying it listens (printed after rdma_listen) is the sure sign; its
-  # start can take seconds on a loaded machine, past the device's socket appearing.
-  serve $tool stdbuf -oL $tool -R -d uroces -p $port -n 100
-  for ((waited = 0; waited < 100; waited++)); do
-    grep -q "Waiting for client to connect" "$ABI_TMP/$tool.server" && break
-    sleep 0.1
+  for ((try = 1; try <= 20; try++)); do
+    # stdbuf: perftest's line saying it waits (printed just before it listens) is the sure sign
+    # that it got that far; its start can take seconds on a loaded machine, past the device's socket
+    # appearing.
+    serve $tool stdbuf -oL $tool -R -d uroces -p $port -n 100
+    for ((waited = 0; waited < 100; waited++)); do
+      grep -q "Waiting for client to connect" "$ABI_TMP/$tool.server" && break
+      sleep 0.1
+    done
+    CLIENT_RC=0
+    UROCE_DEVICES="urocec=$C" timeout -k 5 30 $tool -R -d urocec -p $port -n 100 $S \
+      >"$ABI_TMP/$tool.client" 2>&1 || CLIENT_RC=$?
+    port=$((port + 1))
+    grep -q -e "REJECTED; error: 8" -e "Unexpected CM event bl blka 8" "$ABI_TMP/$tool.client" ||
+      break
+    kill -TERM "$SERVER_PID" 2>/dev/null
+    wait "$SERVER_PID" 2>/dev/null
+    echo "note: $tool -R: the client's REQ came before the server listened (REJ 8), try $try"
   done
-  client $tool $tool -R -d urocec -p $port -n 100 $S
   server_rc
   [[ $CLIENT_RC == 0 && $src == 0 ]] || { show $tool; abi_fail "$tool -R: client $CLIENT_RC, server $src"; }
   for side in server client; do
@@ -32,6 +50,5 @@ for tool in ib_write_bw ib_send_lat ib_read_bw; do
       grep -Eq "^ [0-9]+ +100 " "$ABI_TMP/$tool.$side" || { show $tool; abi_fail "$tool -R: $side results"; }
   done
   echo "ok   $tool -R -n 100"
-  port=$((port + 1))
 done
 echo "PASS"

@@ -383,6 +383,32 @@ TEST(CmStateMachine, ReqFromAQpStillConnectedIsStale) {
   EXPECT_EQ(p.b.cm.counters().stale, 1u);
 }
 
+TEST(CmStateMachine, ReqFromAQpWhoseOldConnectionIsInTimewaitIsAccepted) {
+  Pair p;
+  Channel ch(p.a, p.b);
+  ASSERT_TRUE(p.b.cm.listen(kService).ok());
+  auto first = p.a.cm.connect(to_b(0x555), 0);
+  ASSERT_TRUE(first.ok());
+  ch.run(10 * kMs);
+  ASSERT_EQ(p.a.cm.disconnect(*first, {}, ch.now), 0);
+  ch.run(ch.now + 10 * kMs);  // within the 50 ms timewait
+  ASSERT_EQ(p.b.cm.state(p.b.events[0].conn), ConnState::kTimewait);
+
+  // A new process on A (new comm IDs) whose QP got the old QPN: a new connection, as with Linux's
+  // CM, not a stale one.
+  CmConfig c = test_config(0xa);
+  c.first_comm_id = 0x7000;
+  Node a2(kGidA, c);
+  Channel ch2(a2, p.b);
+  ch2.now = ch.now;
+  ASSERT_TRUE(a2.cm.connect(to_b(0x555), ch2.now).ok());
+  ch2.run(ch2.now + 10 * kMs);
+  EXPECT_EQ(a2.types(), (Events{E::kConnectResponse, E::kEstablished}));
+  EXPECT_EQ(p.b.types(), (Events{E::kConnectRequest, E::kEstablished, E::kDisconnected,
+                                 E::kConnectRequest, E::kEstablished}));
+  EXPECT_EQ(p.b.cm.counters().stale, 0u);
+}
+
 TEST(CmStateMachine, SidrResolvesAndReportsUnsupportedService) {
   Pair p;
   Channel ch(p.a, p.b);

@@ -563,9 +563,11 @@ void ConnectionManager::on_req(const Gid& peer, const MadHeader& h, const CmReq&
   }
 
   // The same remote QP on a connection we still hold: the peer lost its state (IBA 12.9.8.3).
+  // A connection in timewait no longer holds the remote QP, as in Linux's CM (it leaves the
+  // remote-QPN table on entering timewait): a restarted peer's QPs reuse their numbers at once.
   for (auto& [id, c] : conns_) {
     if (c.peer != peer || c.remote_qpn != m.local_qpn || c.remote_qpn == 0 ||
-        c.remote_ca_guid != m.local_ca_guid || (!live(c.state) && c.state != ConnState::kTimewait))
+        c.remote_ca_guid != m.local_ca_guid || !live(c.state))
       continue;
     ++counters_.stale;
     send_rej(peer, h.transaction_id, 0, m.local_comm_id, CmMessageRef::kReq, rej_reason::kStaleConn,

@@ -81,6 +81,13 @@ struct Channel {
   rdma_event_channel pub{};  // first: the program's pointer is this
   std::deque<Pending> queue;
   uint64_t dropped = 0;
+  // Threads inside rdma_get_cm_event on this channel. rping and other programs destroy the
+  // channel while a thread of theirs waits in it, and exit: with the kernel's rdma_cm that thread
+  // sleeps on, as the channel's file outlives close() while a GET_EVENT is in it. So a channel
+  // destroyed with readers in it stays (its fd open, its queue empty) until the last one leaves,
+  // and a reader woken in a destroyed channel waits on.
+  uint32_t readers = 0;
+  bool destroyed = false;
 };
 
 struct Event {
@@ -234,6 +241,16 @@ Channel* new_channel() {
 // With g_mu held.
 void delete_channel(Channel* c) {
   std::erase(g_channels, c);
+  c->queue.clear();
+  c->destroyed = true;
+  if (c->readers > 0) return;  // the last reader to leave deletes it
+  close(c->pub.fd);
+  delete c;
+}
+
+// With g_mu held: a thread leaves rdma_get_cm_event.
+void leave_channel(Channel* c) {
+  if (--c->readers > 0 || !c->destroyed) return;
   close(c->pub.fd);
   delete c;
 }
@@ -363,19 +380,27 @@ void on_cm_event(int dev, cm::CmEvent&& e) {
 }
 
 // A process that exits with connections up: each gets its DREQ (or REJ) before the CM goes with
-// the process, as the kernel's CM would send it for a hardware NIC.
+// the process, as the kernel's CM would send it for a hardware NIC, and its listeners stop (later
+// REQs get REJ 8). Then the CMs let go of on_cm_event: their progress threads run on through
+// exit, past the destruction of this library's tables (registered before this handler, so
+// destroyed after it returns).
 void disconnect_all_at_exit() {
   std::vector<cm::CmService*> used;
   {
     std::lock_guard lock(g_mu);
     for (Id* id : g_ids) {
+      for (auto& [d, lid] : id->listeners) g_devices[d].cm->stop_listening(lid);
+      id->listeners.clear();
       if (!id->conn || id->device < 0) continue;
       g_devices[id->device].cm->destroy(*id->conn);
       forget_conn(id);
       used.push_back(g_devices[id->device].cm);
     }
+    g_listeners.clear();
   }
   for (cm::CmService* cm : used) cm->flush();
+  // Waits for a handler running on a progress thread to return (CmPort::set_event_handler).
+  for (DeviceEntry& d : g_devices) d.cm->set_event_handler({});
 }
 
 // ---- devices ----------------------------------------------------------------------------------
@@ -1070,12 +1095,23 @@ UROCE_RDMACM_EXPORT int rdma_disconnect(rdma_cm_id* cm_id) {
 UROCE_RDMACM_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** out) {
   if (channel == nullptr || out == nullptr) return fail(EINVAL);
   auto* c = reinterpret_cast<Channel*>(channel);
+  {
+    std::lock_guard lock(g_mu);
+    ++c->readers;
+  }
   for (;;) {
     uint64_t count = 0;
-    if (read(c->pub.fd, &count, sizeof count) != sizeof count) return -1;  // EAGAIN, EINTR
+    if (read(c->pub.fd, &count, sizeof count) != sizeof count) {  // EAGAIN, EINTR
+      const int err = errno;
+      std::lock_guard lock(g_mu);
+      leave_channel(c);
+      return fail(err);
+    }
     Pending p;
     {
       std::lock_guard lock(g_mu);
+      // Empty: the event this count stood for was taken by another reader, or dropped with its
+      // id or with the channel (then the reader waits on, see Channel).
       if (c->queue.empty()) continue;
       p = std::move(c->queue.front());
       c->queue.pop_front();
@@ -1165,6 +1201,8 @@ UROCE_RDMACM_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_e
     }
     id->pub.event = &e->pub;
     *out = &e->pub;
+    std::lock_guard lock(g_mu);
+    leave_channel(c);
     return 0;
   }
 }
