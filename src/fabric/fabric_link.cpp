@@ -31,13 +31,20 @@ void FabricLink::transmit(const wire::TxPacket& packet) {
 }
 
 void FabricLink::on_receive(const Delivered& packet, Nanos now) {
-  if (inbox_count_ == inbox_.size()) {
+  if (inbox_count_ == inbox_capacity_) {
     ++rx_drop_inbox_full_;
     return;
   }
   if (packet.ip_packet.empty()) {
     ++counters_.rx_drop_not_roce;  // a descriptor-only packet from a synthetic host
     return;
+  }
+  if (inbox_count_ == inbox_.size()) {
+    // Every slot made so far is in use: one more, at the ring's tail (unwrapped first).
+    std::rotate(inbox_.begin(), inbox_.begin() + static_cast<std::ptrdiff_t>(inbox_head_),
+                inbox_.end());
+    inbox_head_ = 0;
+    inbox_.emplace_back();
   }
   std::vector<uint8_t>& slot = inbox_[(inbox_head_ + inbox_count_) % inbox_.size()];
   slot.assign(packet.ip_packet.begin(), packet.ip_packet.end());
@@ -53,6 +60,9 @@ size_t FabricLink::poll(const link::RxHandler& handler, size_t budget) {
     --inbox_count_;
     ++taken;
   }
+  // Back to the first slot when empty: slots keep their capacity, so a ring that went round would
+  // hold a full packet's bytes in every slot; this way only as many as were ever queued at once.
+  if (inbox_count_ == 0) inbox_head_ = 0;
   return taken;
 }
 

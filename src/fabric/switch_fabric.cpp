@@ -106,9 +106,6 @@ struct SwitchFabric::Node {
 SwitchFabric::SwitchFabric(EventLoop& loop, const FabricConfig& config)
     : loop_(loop), config_(config) {
   UROCE_CHECK(config_.max_packets > 0 && config_.max_packets < kNone);
-  packets_.resize(config_.max_packets);
-  free_packets_.reserve(config_.max_packets);
-  for (size_t i = config_.max_packets; i-- > 0;) free_packets_.push_back(static_cast<uint32_t>(i));
 }
 
 SwitchFabric::~SwitchFabric() = default;
@@ -158,6 +155,13 @@ HostId SwitchFabric::host_by_address(const Gid& address) const {
   for (HostId h = 0; h < hosts_.size(); ++h)
     if (hosts_[h].address == address) return h;
   return kNone;
+}
+
+size_t SwitchFabric::packet_descriptors_made() const {
+  return packets_.size();
+}
+size_t SwitchFabric::payload_buffers_made() const {
+  return payloads_.size();
 }
 
 size_t SwitchFabric::ports() const {
@@ -260,13 +264,20 @@ int SwitchFabric::finalize() {
   return 0;
 }
 
+// Descriptors are made as needed, up to the bound: a freed one is reused first (last freed, first
+// reused), then the lowest never used, the order a full free list in reverse would give.
 uint32_t SwitchFabric::alloc_packet() {
-  if (free_packets_.empty()) {
+  uint32_t id = kNone;
+  if (!free_packets_.empty()) {
+    id = free_packets_.back();
+    free_packets_.pop_back();
+  } else if (packets_.size() < config_.max_packets) {
+    id = static_cast<uint32_t>(packets_.size());
+    packets_.emplace_back();
+  } else {
     ++counters_.refused_no_descriptor;
     return kNone;
   }
-  const uint32_t id = free_packets_.back();
-  free_packets_.pop_back();
   packets_[id] = Packet{};
   return id;
 }

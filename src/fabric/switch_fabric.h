@@ -191,6 +191,10 @@ class SwitchFabric final : public EventTarget {
   uint64_t xoff_bytes(PortId ingress) const;
   uint64_t buffer_used(NodeId sw) const;
   const FabricCounters& counters() const { return counters_; }
+  // Pool high-water marks: descriptors and payload buffers made so far (both bounded by
+  // FabricConfig; made as first needed, then reused).
+  size_t packet_descriptors_made() const;
+  size_t payload_buffers_made() const;
   HostId host_by_address(const Gid& address) const;
   EventLoop& loop() { return loop_; }
   // The ports of switch `sw` on a shortest path toward host `dst`: its ECMP set.
