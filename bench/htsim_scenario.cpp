@@ -9,7 +9,7 @@
 // A benchmark, not a test.
 //
 //   htsim_scenario [--k 8] [--end-us 5000] [--seed 1] [--incast 64] [--real] [--tm FILE]
-//                  [--fct] (one line per flow)
+//                  [--outstanding 64] (64 KiB WRITEs in flight per flow) [--fct] (a line per flow)
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -61,6 +61,7 @@ int main(int argc, char** argv) {
   uint64_t end_us = 5000, seed = 1;
   uint64_t incast_bytes = 1'000'000, background_bytes = 20'000'000;
   bool real = false, per_flow = false;
+  uint32_t outstanding = 64;  // 4 MiB in flight: htsim's RoCE source has no window
   std::string tm_file;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -83,6 +84,8 @@ int main(int argc, char** argv) {
       incast_bytes = std::strtoull(next(), nullptr, 0);
     else if (a == "--background-bytes")
       background_bytes = std::strtoull(next(), nullptr, 0);
+    else if (a == "--outstanding")
+      outstanding = static_cast<uint32_t>(std::strtoul(next(), nullptr, 0));
     else if (a == "--real")
       real = true;
     else if (a == "--tm")
@@ -90,9 +93,11 @@ int main(int argc, char** argv) {
     else if (a == "--fct")
       per_flow = true;
     else {
-      std::fprintf(stderr,
-                   "usage: htsim_scenario [--k 8] [--end-us 5000] [--seed 1] [--incast 64] "
-                   "[--incast-bytes N] [--background-bytes N] [--real] [--tm FILE] [--fct]\n");
+      std::fprintf(
+          stderr,
+          "usage: htsim_scenario [--k 8] [--end-us 5000] [--seed 1] [--incast 64] "
+          "[--incast-bytes N] [--background-bytes N] [--outstanding WRITES] [--real] [--tm FILE] "
+          "[--fct]\n");
       return 2;
     }
   }
@@ -140,11 +145,12 @@ int main(int argc, char** argv) {
   cfg.seed = seed;
   cfg.path_mtu = 4096;
   cfg.synthetic_memory = !real;
+  cfg.max_outstanding = outstanding;
   cfg.time_limit_ns = static_cast<Nanos>(end_us) * 1000;
   cfg.sample_ns = cfg.time_limit_ns;  // the sampler is not what this measures
   cfg.step_limit = ~uint64_t{0};
-  // Sized for this scenario: a host has at most 64 flows (the incast's receiver), each with 16
-  // WRITEs outstanding; the pools grow as needed up to these bounds.
+  // Sized for this scenario: a host has at most 64 flows (the incast's receiver) and sends one or
+  // two; the pools grow as needed up to these bounds.
   cfg.cq_entries = 1024;
   cfg.max_mr = 256;
   cfg.max_mw = 1;
