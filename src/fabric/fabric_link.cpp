@@ -46,8 +46,9 @@ void FabricLink::on_receive(const Delivered& packet, Nanos now) {
     inbox_head_ = 0;
     inbox_.emplace_back();
   }
-  std::vector<uint8_t>& slot = inbox_[(inbox_head_ + inbox_count_) % inbox_.size()];
-  slot.assign(packet.ip_packet.begin(), packet.ip_packet.end());
+  Slot& slot = inbox_[(inbox_head_ + inbox_count_) % inbox_.size()];
+  slot.bytes = fabric_.exchange_payload(packet, std::move(slot.bytes));
+  slot.len = static_cast<uint32_t>(packet.ip_packet.size());
   ++inbox_count_;
   if (notify_) notify_->on_event(notify_kind_, host_, now);
 }
@@ -55,13 +56,14 @@ void FabricLink::on_receive(const Delivered& packet, Nanos now) {
 size_t FabricLink::poll(const link::RxHandler& handler, size_t budget) {
   size_t taken = 0;
   while (taken < budget && inbox_count_ > 0) {
-    link::receive_ip_packet(inbox_[inbox_head_], local_, counters_, handler);
+    const Slot& slot = inbox_[inbox_head_];
+    link::receive_ip_packet({slot.bytes.get(), slot.len}, local_, counters_, handler);
     inbox_head_ = (inbox_head_ + 1) % inbox_.size();
     --inbox_count_;
     ++taken;
   }
-  // Back to the first slot when empty: slots keep their capacity, so a ring that went round would
-  // hold a full packet's bytes in every slot; this way only as many as were ever queued at once.
+  // Back to the first slot when empty: each slot holds a buffer, so a ring that went round would
+  // hold one in every slot; this way only as many as were ever queued at once.
   if (inbox_count_ == 0) inbox_head_ = 0;
   return taken;
 }

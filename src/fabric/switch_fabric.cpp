@@ -117,6 +117,7 @@ HostId SwitchFabric::add_host(const Gid& address) {
   n.host = h;
   nodes_.push_back(std::move(n));
   hosts_.push_back(Host{static_cast<NodeId>(nodes_.size() - 1), address, nullptr, 0});
+  host_index_.emplace(address, h);  // keeps the first host of an address
   return h;
 }
 
@@ -151,10 +152,16 @@ PortId SwitchFabric::host_port(HostId h) const {
   return n.ports.empty() ? kNone : n.ports.front();
 }
 
+size_t SwitchFabric::GidHash::operator()(const Gid& g) const {
+  uint64_t a, b;
+  std::memcpy(&a, g.data(), 8);
+  std::memcpy(&b, g.data() + 8, 8);
+  return static_cast<size_t>(splitmix64(a) ^ b);
+}
+
 HostId SwitchFabric::host_by_address(const Gid& address) const {
-  for (HostId h = 0; h < hosts_.size(); ++h)
-    if (hosts_[h].address == address) return h;
-  return kNone;
+  const auto it = host_index_.find(address);
+  return it == host_index_.end() ? kNone : it->second;
 }
 
 size_t SwitchFabric::packet_descriptors_made() const {
@@ -511,6 +518,7 @@ void SwitchFabric::on_arrive(PortId p, uint32_t id, Nanos now) {
     std::span<uint8_t> bytes(payloads_[pkt.payload].get(), pkt.ip_bytes);
     if (d.ce) wire::set_ecn(bytes, wire::Ecn::kCe);
     d.ip_packet = bytes;
+    d.payload_buffer = pkt.payload;
   }
   ++counters_.delivered;
   counters_.delivered_bytes += pkt.ip_bytes;
@@ -518,6 +526,14 @@ void SwitchFabric::on_arrive(PortId p, uint32_t id, Nanos now) {
   // Freed after the callback: its view of the bytes must outlive anything it sends meanwhile.
   if (HostReceiver* receiver = hosts_[n.host].receiver) receiver->on_receive(d, now);
   free_packet(id);
+}
+
+std::unique_ptr<uint8_t[]> SwitchFabric::exchange_payload(const Delivered& packet,
+                                                          std::unique_ptr<uint8_t[]> replacement) {
+  UROCE_CHECK(packet.payload_buffer < payloads_.size());
+  if (!replacement) replacement = std::make_unique<uint8_t[]>(config_.max_ip_bytes);
+  std::swap(payloads_[packet.payload_buffer], replacement);
+  return replacement;
 }
 
 bool SwitchFabric::xoff_needed(const Port& in, uint8_t prio) const {

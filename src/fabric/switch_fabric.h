@@ -33,6 +33,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/types.h"
@@ -116,6 +117,7 @@ struct Delivered {
   uint64_t tag = 0;
   Nanos sent_at = 0;
   std::span<const uint8_t> ip_packet;  // empty unless sent with host_send_ip; valid in the call
+  uint32_t payload_buffer = kNone;     // the fabric's buffer holding ip_packet (exchange_payload)
 };
 
 class HostReceiver {
@@ -172,6 +174,13 @@ class SwitchFabric final : public EventTarget {
   // and a CE mark is written into it on the way.
   bool host_send_ip(HostId src, std::span<const uint8_t> ip_packet);
   uint64_t host_queue_bytes(HostId h) const;
+
+  // A receiver that keeps a delivered packet's bytes takes the fabric's buffer instead of copying
+  // it: `replacement` (null, or a buffer an earlier call returned) goes to the fabric's pool in
+  // its place. Call only inside on_receive for that packet; the bytes are then the returned
+  // buffer's first ip_bytes.
+  std::unique_ptr<uint8_t[]> exchange_payload(const Delivered& packet,
+                                              std::unique_ptr<uint8_t[]> replacement);
 
   // Sends a PFC frame out of `port` to its peer (quanta 0 = XON). Switches do this themselves;
   // public for tests and for hosts that generate pauses.
@@ -234,7 +243,12 @@ class SwitchFabric final : public EventTarget {
 
   EventLoop& loop_;
   FabricConfig config_;
+  struct GidHash {
+    size_t operator()(const Gid& g) const;
+  };
   std::vector<Host> hosts_;
+  // Address -> the first host with it: host_send_ip looks up every packet's destination.
+  std::unordered_map<Gid, HostId, GidHash> host_index_;
   std::vector<Node> nodes_;
   std::vector<Port> ports_;
   std::vector<Packet> packets_;
