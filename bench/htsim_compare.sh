@@ -89,7 +89,9 @@ if [[ -n "$HT" ]]; then
   fct() {
     grep 'finished at' "$WORK/htsim.out" | awk -v want="$1" '{split($2, p, "_"); if ((p[3] == 0) == want) print $6}' |
       sort -n | awk -v name="$2" '{a[NR] = $1} END {
-        if (NR) printf "%s fct us: min=%.1f p50=%.1f p90=%.1f max=%.1f\n", name, a[1], a[int(NR * 0.5) + 1], a[int(NR * 0.9) + 1 > NR ? NR : int(NR * 0.9) + 1], a[NR] }'
+        p90 = int(NR * 0.9) + 1
+        if (p90 > NR) p90 = NR
+        if (NR) printf "%s fct us: min=%.1f p50=%.1f p90=%.1f max=%.1f\n", name, a[1], a[int(NR * 0.5) + 1], a[p90], a[NR] }'
   }
   inc=$(grep 'finished at' "$WORK/htsim.out" | awk '{split($2, p, "_"); if (p[3] == 0) n++} END {print n + 0}')
   bg=$(grep 'finished at' "$WORK/htsim.out" | awk '{split($2, p, "_"); if (p[3] != 0) n++} END {print n + 0}')
