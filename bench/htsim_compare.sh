@@ -87,14 +87,14 @@ if [[ -n "$HT" ]]; then
   # htsim prints "Flow Roce_<src>_<dst> <id> finished at <us> total bytes <n>"; host 0 is the
   # incast's receiver.
   fct() {
-    grep 'finished at' "$WORK/htsim.out" | awk -v want="$1" '{split($2, p, "_"); if ((p[3] == 0) == want) print $6}' |
+    awk -v want="$1" '/finished at/ {split($2, p, "_"); if ((p[3] == 0) == want) print $6}' "$WORK/htsim.out" |
       sort -n | awk -v name="$2" '{a[NR] = $1} END {
         p90 = int(NR * 0.9) + 1
         if (p90 > NR) p90 = NR
         if (NR) printf "%s fct us: min=%.1f p50=%.1f p90=%.1f max=%.1f\n", name, a[1], a[int(NR * 0.5) + 1], a[p90], a[NR] }'
   }
-  inc=$(grep 'finished at' "$WORK/htsim.out" | awk '{split($2, p, "_"); if (p[3] == 0) n++} END {print n + 0}')
-  bg=$(grep 'finished at' "$WORK/htsim.out" | awk '{split($2, p, "_"); if (p[3] != 0) n++} END {print n + 0}')
+  inc=$(awk '/finished at/ {split($2, p, "_"); if (p[3] == 0) n++} END {print n + 0}' "$WORK/htsim.out")
+  bg=$(awk '/finished at/ {split($2, p, "_"); if (p[3] != 0) n++} END {print n + 0}' "$WORK/htsim.out")
   echo "incast done=$inc/64; background done=$bg/$((NODES - 65))"
   fct 1 incast
   fct 0 background
