@@ -220,13 +220,15 @@ int main(int argc, char** argv) {
   }
   std::printf(
       "fabric: delivered=%llu packets (%.0f per wall second) pauses=%llu drops=%llu; "
-      "synthetic bytes checked=%llu mismatched=%llu; link tx_errors=%llu rx_drops=%llu\n",
+      "synthetic bytes checked=%llu mismatched=%llu refused=%llu; link tx_errors=%llu "
+      "rx_drops=%llu\n",
       static_cast<unsigned long long>(r.fabric.delivered),
       static_cast<double>(r.fabric.delivered) / wall,
       static_cast<unsigned long long>(r.fabric.pause_frames),
       static_cast<unsigned long long>(r.fabric.drops_buffer + r.fabric.drops_event_queue),
       static_cast<unsigned long long>(r.synthetic_checked_bytes),
       static_cast<unsigned long long>(r.synthetic_mismatched_bytes),
+      static_cast<unsigned long long>(r.synthetic_refused),
       static_cast<unsigned long long>(r.link_tx_errors),
       static_cast<unsigned long long>(r.link_rx_drops));
   std::printf("pools: events max_pending=%zu, packet descriptors=%zu, payload buffers=%zu\n",
@@ -244,7 +246,8 @@ int main(int argc, char** argv) {
   }
   // Reaching the end of the span with flows left is this scenario's normal ending; a mismatch or
   // a failure other than the time limit is not.
-  const bool ok = r.synthetic_mismatched_bytes == 0 && (r.ok || r.failure == "virtual time limit");
+  const bool ok = r.synthetic_mismatched_bytes == 0 && r.synthetic_refused == 0 &&
+                  (r.ok || r.failure == "virtual time limit");
   if (!ok) std::printf("FAILED: %s\n", r.failure.c_str());
   return ok ? 0 : 1;
 }

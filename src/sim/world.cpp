@@ -368,6 +368,7 @@ RunResult World::run() {
     if (n->synthetic) {
       result_.synthetic_mismatched_bytes += n->synthetic->mismatched_bytes();
       result_.synthetic_checked_bytes += n->synthetic->bytes_checked();
+      result_.synthetic_refused += n->synthetic->refused();
     }
   }
   for (auto& f : flows_) {

@@ -95,6 +95,7 @@ struct RunResult {
   // Synthetic memory: bytes that landed somewhere other than where they were read from, over all
   // devices (0 in a correct run), and bytes checked.
   uint64_t synthetic_mismatched_bytes = 0, synthetic_checked_bytes = 0;
+  uint64_t synthetic_refused = 0;  // accesses larger than the scratch (a message) refused
 };
 
 class World {

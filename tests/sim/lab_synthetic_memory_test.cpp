@@ -55,6 +55,7 @@ TEST(LabSyntheticMemory, FlowsAreVerifiedAndTimedAsOnRealBuffers) {
     EXPECT_EQ(synthetic.flows[i].done_ns, real.flows[i].done_ns) << i;
   }
   EXPECT_EQ(synthetic.synthetic_mismatched_bytes, 0u);
+  EXPECT_EQ(synthetic.synthetic_refused, 0u);
   // Every placed byte was checked (and the responder's key check of each message checks its
   // range once more).
   EXPECT_GE(synthetic.synthetic_checked_bytes, uint64_t{(1 << 20) + 300'000});
