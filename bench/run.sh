@@ -5,7 +5,8 @@
 #   2. what users would pick instead: TCP (qperf tcp_bw/tcp_lat) and UCX over TCP (ucx_perftest
 #      with UCX_TLS=tcp: put bandwidth and latency);
 #   3. uroce bench (write/read/send bandwidth at 64 KiB and 1 MiB, message rate at 8 B, latency
-#      at 8 B and 4 KiB), each as a ratio to the ceiling.
+#      at 8 B and 4 KiB), each as a ratio to the ceiling;
+#   5. the fabric simulator on htsim's scenario beside htsim (bench/htsim_compare.sh; SIM=0 skips).
 # Everything runs on the same two addresses, A and B.
 #
 # Usage: bench/run.sh [BUILD_DIR]   (default build/release; built here if udp_ceiling is absent)
@@ -227,3 +228,10 @@ for op in write write_msg read send; do
       "${FIG[paired_${op}_bw_$size]:-n/a}"
   done
 done
+
+# 5. The fabric simulator against htsim on htsim's RoCE scenario (bench/htsim_compare.sh; htsim
+#    only where HTSIM names htsim_roce or a csg-htsim checkout). Opt out with SIM=0.
+if [[ ${SIM:-1} != 0 ]]; then
+  echo "## 5. Fabric simulator on htsim's scenario (virtual ms per CPU second; ratio to htsim)"
+  ROUNDS=${SIM_ROUNDS:-1} "$(dirname "$0")/htsim_compare.sh" "$BUILD" | sed 's/^/  /'
+fi

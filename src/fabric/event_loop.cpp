@@ -1,5 +1,6 @@
 #include "fabric/event_loop.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "common/check.h"
@@ -26,7 +27,7 @@ bool EventLoop::push(const Event& event) {
     ++counters_.rejected_past;
     return false;
   }
-  if (heap_.size() >= max_pending_) {
+  if (pending() >= max_pending_) {
     ++counters_.rejected_full;
     return false;
   }
@@ -34,14 +35,14 @@ bool EventLoop::push(const Event& event) {
   heap_.back().seq = next_seq_++;
   sift_up(heap_.size() - 1);
   ++counters_.scheduled;
-  if (heap_.size() > counters_.max_pending) counters_.max_pending = heap_.size();
+  if (pending() > counters_.max_pending) counters_.max_pending = pending();
   return true;
 }
 
 void EventLoop::sift_up(size_t i) {
   Event e = heap_[i];
   while (i > 0) {
-    const size_t parent = (i - 1) / 2;
+    const size_t parent = (i - 1) / kArity;
     if (!later(heap_[parent], e)) break;
     heap_[i] = heap_[parent];
     i = parent;
@@ -53,9 +54,12 @@ void EventLoop::sift_down(size_t i) {
   const size_t n = heap_.size();
   Event e = heap_[i];
   for (;;) {
-    size_t child = 2 * i + 1;
-    if (child >= n) break;
-    if (child + 1 < n && later(heap_[child], heap_[child + 1])) ++child;
+    const size_t first = kArity * i + 1;
+    if (first >= n) break;
+    size_t child = first;
+    const size_t end = std::min(first + kArity, n);
+    for (size_t c = first + 1; c < end; ++c)
+      if (later(heap_[child], heap_[c])) child = c;
     if (!later(e, heap_[child])) break;
     heap_[i] = heap_[child];
     i = child;
@@ -63,7 +67,83 @@ void EventLoop::sift_down(size_t i) {
   heap_[i] = e;
 }
 
+bool EventLoop::schedule_keyed_late_at(uint32_t key, Nanos time, uint64_t order,
+                                       EventTarget& target, uint32_t kind, uint64_t arg) {
+  if (time < now_) {
+    ++counters_.rejected_past;
+    return false;
+  }
+  if (key >= max_pending_) {
+    ++counters_.rejected_full;
+    return false;
+  }
+  if (key >= keyed_.size()) {
+    keyed_.resize(key + 1);
+    keyed_pos_.resize(key + 1, kNotQueued);
+  }
+  if (keyed_pos_[key] != kNotQueued) {
+    keyed_remove(key);  // superseded: it never runs
+  } else if (pending() >= max_pending_) {
+    ++counters_.rejected_full;
+    return false;
+  }
+  keyed_[key] = Event{time, next_seq_++, &target, arg, order, kind, true};
+  keyed_heap_.push_back(key);
+  keyed_pos_[key] = static_cast<uint32_t>(keyed_heap_.size() - 1);
+  keyed_sift_up(keyed_heap_.size() - 1);
+  ++counters_.scheduled;
+  if (pending() > counters_.max_pending) counters_.max_pending = pending();
+  return true;
+}
+
+void EventLoop::keyed_place(size_t i, uint32_t key) {
+  keyed_heap_[i] = key;
+  keyed_pos_[key] = static_cast<uint32_t>(i);
+}
+
+void EventLoop::keyed_sift_up(size_t i) {
+  const uint32_t key = keyed_heap_[i];
+  while (i > 0) {
+    const size_t parent = (i - 1) / 2;
+    if (!later(keyed_[keyed_heap_[parent]], keyed_[key])) break;
+    keyed_place(i, keyed_heap_[parent]);
+    i = parent;
+  }
+  keyed_place(i, key);
+}
+
+void EventLoop::keyed_sift_down(size_t i) {
+  const size_t n = keyed_heap_.size();
+  const uint32_t key = keyed_heap_[i];
+  for (;;) {
+    size_t child = 2 * i + 1;
+    if (child >= n) break;
+    if (child + 1 < n && later(keyed_[keyed_heap_[child]], keyed_[keyed_heap_[child + 1]])) ++child;
+    if (!later(keyed_[key], keyed_[keyed_heap_[child]])) break;
+    keyed_place(i, keyed_heap_[child]);
+    i = child;
+  }
+  keyed_place(i, key);
+}
+
+void EventLoop::keyed_remove(uint32_t key) {
+  const size_t i = keyed_pos_[key];
+  keyed_pos_[key] = kNotQueued;
+  const uint32_t last = keyed_heap_.back();
+  keyed_heap_.pop_back();
+  if (i == keyed_heap_.size()) return;
+  keyed_place(i, last);
+  keyed_sift_up(i);
+  keyed_sift_down(keyed_pos_[last]);
+}
+
 Event EventLoop::pop() {
+  if (!keyed_heap_.empty() &&
+      (heap_.empty() || later(heap_.front(), keyed_[keyed_heap_.front()]))) {
+    const uint32_t key = keyed_heap_.front();
+    keyed_remove(key);
+    return keyed_[key];
+  }
   Event top = heap_.front();
   heap_.front() = heap_.back();
   heap_.pop_back();
@@ -78,7 +158,7 @@ void EventLoop::trace(uint64_t value) {
 }
 
 bool EventLoop::step() {
-  if (heap_.empty()) return false;
+  if (pending() == 0) return false;
   const Event e = pop();
   UROCE_DCHECK(e.time >= now_);
   now_ = e.time;
@@ -91,7 +171,7 @@ bool EventLoop::step() {
 
 size_t EventLoop::run_until(Nanos deadline, size_t max_events) {
   size_t run = 0;
-  while (run < max_events && !heap_.empty() && heap_.front().time <= deadline) {
+  while (run < max_events && pending() > 0 && next_time() <= deadline) {
     step();
     ++run;
   }

@@ -5,7 +5,7 @@
 // are event targets too: the world core (sim/world_core.h) schedules a device's progress pass at
 // the deadline its previous pass returned, and a packet arriving for it wakes it.
 //
-// Events are small PODs (target, kind, 64-bit argument) kept in a binary heap ordered by
+// Events are small PODs (target, kind, 64-bit argument) kept in a 4-ary heap ordered by
 // (time, late, order, insertion sequence): two ordinary events due at the same nanosecond run in
 // the order they were scheduled, never in an order that depends on the heap's layout or on pointer
 // values. Late events (schedule_late_at) run after every ordinary event due at their nanosecond,
@@ -75,11 +75,25 @@ class EventLoop {
   [[nodiscard]] bool schedule_late_at(Nanos time, uint64_t order, EventTarget& target,
                                       uint32_t kind, uint64_t arg = 0);
 
+  // A keyed late event: like schedule_late_at, but at most one is pending per `key` (0 ..
+  // max_pending): scheduling again replaces the one pending, which then never runs. For a target
+  // that re-arms often (the world core's devices), so superseded events do not fill the queue.
+  [[nodiscard]] bool schedule_keyed_late_at(uint32_t key, Nanos time, uint64_t order,
+                                            EventTarget& target, uint32_t kind, uint64_t arg = 0);
+
   // Time of the earliest pending event; kNever if none.
-  Nanos next_time() const { return heap_.empty() ? kNever : heap_.front().time; }
+  Nanos next_time() const {
+    const Event* e = peek();
+    return e == nullptr ? kNever : e->time;
+  }
   // The event step() would run next; null if none. Valid until the next schedule or step.
-  const Event* peek() const { return heap_.empty() ? nullptr : &heap_.front(); }
-  size_t pending() const { return heap_.size(); }
+  const Event* peek() const {
+    const Event* a = heap_.empty() ? nullptr : &heap_.front();
+    const Event* b = keyed_heap_.empty() ? nullptr : &keyed_[keyed_heap_.front()];
+    if (a == nullptr) return b;
+    return b != nullptr && later(*a, *b) ? b : a;
+  }
+  size_t pending() const { return heap_.size() + keyed_heap_.size(); }
   size_t capacity() const { return max_pending_; }
 
   // Runs the earliest event (advancing now() to its time). False if there was none.
@@ -107,10 +121,22 @@ class EventLoop {
     if (a.order != b.order) return a.order > b.order;
     return a.seq > b.seq;
   }
+  // A 4-ary heap: half the levels of a binary one, and a node's children share cache lines.
+  static constexpr size_t kArity = 4;
   bool push(const Event& e);
   void sift_up(size_t i);
   void sift_down(size_t i);
   Event pop();
+  // The keyed events: keyed_[key] is the event, keyed_heap_ a binary heap of keys,
+  // keyed_pos_[key] its index there (kNotQueued if none is pending).
+  static constexpr uint32_t kNotQueued = ~uint32_t{0};
+  void keyed_place(size_t i, uint32_t key);
+  void keyed_sift_up(size_t i);
+  void keyed_sift_down(size_t i);
+  void keyed_remove(uint32_t key);
+  std::vector<Event> keyed_;
+  std::vector<uint32_t> keyed_heap_;
+  std::vector<uint32_t> keyed_pos_;
 
   uint64_t seed_;
   Rng rng_;

@@ -31,7 +31,7 @@ void FabricLink::transmit(const wire::TxPacket& packet) {
 }
 
 void FabricLink::on_receive(const Delivered& packet, Nanos now) {
-  if (inbox_count_ == inbox_.size()) {
+  if (inbox_count_ == inbox_capacity_) {
     ++rx_drop_inbox_full_;
     return;
   }
@@ -39,8 +39,16 @@ void FabricLink::on_receive(const Delivered& packet, Nanos now) {
     ++counters_.rx_drop_not_roce;  // a descriptor-only packet from a synthetic host
     return;
   }
-  std::vector<uint8_t>& slot = inbox_[(inbox_head_ + inbox_count_) % inbox_.size()];
-  slot.assign(packet.ip_packet.begin(), packet.ip_packet.end());
+  if (inbox_count_ == inbox_.size()) {
+    // Every slot made so far is in use: one more, at the ring's tail (unwrapped first).
+    std::rotate(inbox_.begin(), inbox_.begin() + static_cast<std::ptrdiff_t>(inbox_head_),
+                inbox_.end());
+    inbox_head_ = 0;
+    inbox_.emplace_back();
+  }
+  Slot& slot = inbox_[(inbox_head_ + inbox_count_) % inbox_.size()];
+  slot.bytes = fabric_.exchange_payload(packet, std::move(slot.bytes));
+  slot.len = static_cast<uint32_t>(packet.ip_packet.size());
   ++inbox_count_;
   if (notify_) notify_->on_event(notify_kind_, host_, now);
 }
@@ -48,11 +56,15 @@ void FabricLink::on_receive(const Delivered& packet, Nanos now) {
 size_t FabricLink::poll(const link::RxHandler& handler, size_t budget) {
   size_t taken = 0;
   while (taken < budget && inbox_count_ > 0) {
-    link::receive_ip_packet(inbox_[inbox_head_], local_, counters_, handler);
+    const Slot& slot = inbox_[inbox_head_];
+    link::receive_ip_packet({slot.bytes.get(), slot.len}, local_, counters_, handler);
     inbox_head_ = (inbox_head_ + 1) % inbox_.size();
     --inbox_count_;
     ++taken;
   }
+  // Back to the first slot when empty: each slot holds a buffer, so a ring that went round would
+  // hold one in every slot; this way only as many as were ever queued at once.
+  if (inbox_count_ == 0) inbox_head_ = 0;
   return taken;
 }
 

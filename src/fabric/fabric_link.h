@@ -54,15 +54,22 @@ class FabricLink final : public link::Link, public HostReceiver {
 
  private:
   FabricLink(SwitchFabric& fabric, HostId host, const Gid& local, size_t inbox)
-      : fabric_(fabric), host_(host), local_(local), inbox_(inbox) {}
+      : fabric_(fabric), host_(host), local_(local), inbox_capacity_(inbox) {}
 
   SwitchFabric& fabric_;
   HostId host_;
   Gid local_;
   link::LinkCounters counters_;
   uint64_t rx_drop_inbox_full_ = 0;
-  // Ring of received IP packets; each slot keeps its capacity, so steady state allocates nothing.
-  std::vector<std::vector<uint8_t>> inbox_;
+  // Ring of received IP packets, of at most inbox_capacity_ slots, made as first needed. A slot
+  // holds a fabric payload buffer, exchanged for the arriving packet's (no copy, no allocation in
+  // steady state).
+  struct Slot {
+    std::unique_ptr<uint8_t[]> bytes;
+    uint32_t len = 0;
+  };
+  std::vector<Slot> inbox_;
+  size_t inbox_capacity_;
   size_t inbox_head_ = 0, inbox_count_ = 0;
   EventTarget* notify_ = nullptr;
   uint32_t notify_kind_ = 0;

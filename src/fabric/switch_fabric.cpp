@@ -106,9 +106,6 @@ struct SwitchFabric::Node {
 SwitchFabric::SwitchFabric(EventLoop& loop, const FabricConfig& config)
     : loop_(loop), config_(config) {
   UROCE_CHECK(config_.max_packets > 0 && config_.max_packets < kNone);
-  packets_.resize(config_.max_packets);
-  free_packets_.reserve(config_.max_packets);
-  for (size_t i = config_.max_packets; i-- > 0;) free_packets_.push_back(static_cast<uint32_t>(i));
 }
 
 SwitchFabric::~SwitchFabric() = default;
@@ -120,6 +117,7 @@ HostId SwitchFabric::add_host(const Gid& address) {
   n.host = h;
   nodes_.push_back(std::move(n));
   hosts_.push_back(Host{static_cast<NodeId>(nodes_.size() - 1), address, nullptr, 0});
+  host_index_.emplace(address, h);  // keeps the first host of an address
   return h;
 }
 
@@ -154,10 +152,23 @@ PortId SwitchFabric::host_port(HostId h) const {
   return n.ports.empty() ? kNone : n.ports.front();
 }
 
+size_t SwitchFabric::GidHash::operator()(const Gid& g) const {
+  uint64_t a, b;
+  std::memcpy(&a, g.data(), 8);
+  std::memcpy(&b, g.data() + 8, 8);
+  return static_cast<size_t>(splitmix64(a) ^ b);
+}
+
 HostId SwitchFabric::host_by_address(const Gid& address) const {
-  for (HostId h = 0; h < hosts_.size(); ++h)
-    if (hosts_[h].address == address) return h;
-  return kNone;
+  const auto it = host_index_.find(address);
+  return it == host_index_.end() ? kNone : it->second;
+}
+
+size_t SwitchFabric::packet_descriptors_made() const {
+  return packets_.size();
+}
+size_t SwitchFabric::payload_buffers_made() const {
+  return payloads_.size();
 }
 
 size_t SwitchFabric::ports() const {
@@ -260,13 +271,20 @@ int SwitchFabric::finalize() {
   return 0;
 }
 
+// Descriptors are made as needed, up to the bound: a freed one is reused first (last freed, first
+// reused), then the lowest never used, the order a full free list in reverse would give.
 uint32_t SwitchFabric::alloc_packet() {
-  if (free_packets_.empty()) {
+  uint32_t id = kNone;
+  if (!free_packets_.empty()) {
+    id = free_packets_.back();
+    free_packets_.pop_back();
+  } else if (packets_.size() < config_.max_packets) {
+    id = static_cast<uint32_t>(packets_.size());
+    packets_.emplace_back();
+  } else {
     ++counters_.refused_no_descriptor;
     return kNone;
   }
-  const uint32_t id = free_packets_.back();
-  free_packets_.pop_back();
   packets_[id] = Packet{};
   return id;
 }
@@ -500,6 +518,7 @@ void SwitchFabric::on_arrive(PortId p, uint32_t id, Nanos now) {
     std::span<uint8_t> bytes(payloads_[pkt.payload].get(), pkt.ip_bytes);
     if (d.ce) wire::set_ecn(bytes, wire::Ecn::kCe);
     d.ip_packet = bytes;
+    d.payload_buffer = pkt.payload;
   }
   ++counters_.delivered;
   counters_.delivered_bytes += pkt.ip_bytes;
@@ -507,6 +526,14 @@ void SwitchFabric::on_arrive(PortId p, uint32_t id, Nanos now) {
   // Freed after the callback: its view of the bytes must outlive anything it sends meanwhile.
   if (HostReceiver* receiver = hosts_[n.host].receiver) receiver->on_receive(d, now);
   free_packet(id);
+}
+
+std::unique_ptr<uint8_t[]> SwitchFabric::exchange_payload(const Delivered& packet,
+                                                          std::unique_ptr<uint8_t[]> replacement) {
+  UROCE_CHECK(packet.payload_buffer < payloads_.size());
+  if (!replacement) replacement = std::make_unique<uint8_t[]>(config_.max_ip_bytes);
+  std::swap(payloads_[packet.payload_buffer], replacement);
+  return replacement;
 }
 
 bool SwitchFabric::xoff_needed(const Port& in, uint8_t prio) const {

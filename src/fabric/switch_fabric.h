@@ -33,6 +33,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "common/types.h"
@@ -116,6 +117,7 @@ struct Delivered {
   uint64_t tag = 0;
   Nanos sent_at = 0;
   std::span<const uint8_t> ip_packet;  // empty unless sent with host_send_ip; valid in the call
+  uint32_t payload_buffer = kNone;     // the fabric's buffer holding ip_packet (exchange_payload)
 };
 
 class HostReceiver {
@@ -173,6 +175,13 @@ class SwitchFabric final : public EventTarget {
   bool host_send_ip(HostId src, std::span<const uint8_t> ip_packet);
   uint64_t host_queue_bytes(HostId h) const;
 
+  // A receiver that keeps a delivered packet's bytes takes the fabric's buffer instead of copying
+  // it: `replacement` (null, or a buffer an earlier call returned) goes to the fabric's pool in
+  // its place. Call only inside on_receive for that packet; the bytes are then the returned
+  // buffer's first ip_bytes.
+  std::unique_ptr<uint8_t[]> exchange_payload(const Delivered& packet,
+                                              std::unique_ptr<uint8_t[]> replacement);
+
   // Sends a PFC frame out of `port` to its peer (quanta 0 = XON). Switches do this themselves;
   // public for tests and for hosts that generate pauses.
   void send_pause(PortId port, uint8_t priority, uint16_t quanta);
@@ -191,6 +200,10 @@ class SwitchFabric final : public EventTarget {
   uint64_t xoff_bytes(PortId ingress) const;
   uint64_t buffer_used(NodeId sw) const;
   const FabricCounters& counters() const { return counters_; }
+  // Pool high-water marks: descriptors and payload buffers made so far (both bounded by
+  // FabricConfig; made as first needed, then reused).
+  size_t packet_descriptors_made() const;
+  size_t payload_buffers_made() const;
   HostId host_by_address(const Gid& address) const;
   EventLoop& loop() { return loop_; }
   // The ports of switch `sw` on a shortest path toward host `dst`: its ECMP set.
@@ -230,7 +243,12 @@ class SwitchFabric final : public EventTarget {
 
   EventLoop& loop_;
   FabricConfig config_;
+  struct GidHash {
+    size_t operator()(const Gid& g) const;
+  };
   std::vector<Host> hosts_;
+  // Address -> the first host with it: host_send_ip looks up every packet's destination.
+  std::unordered_map<Gid, HostId, GidHash> host_index_;
   std::vector<Node> nodes_;
   std::vector<Port> ports_;
   std::vector<Packet> packets_;

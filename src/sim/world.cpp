@@ -5,6 +5,8 @@
 #include <cstdio>
 #include <cstring>
 
+#include "common/check.h"
+
 namespace uroce::simlab {
 namespace {
 
@@ -28,13 +30,15 @@ struct World::Node {
   std::unique_ptr<verbs::ProtectionDomain> pd;
   std::unique_ptr<verbs::CompletionQueue> cq;
   sim::NicFifoGate* last_created = nullptr;
+  std::unique_ptr<sim::SyntheticAccess> synthetic;  // the QPs' memory with synthetic regions
   sim::WorldCore::ParticipantId device = 0;
 };
 
 struct World::Flow {
   size_t index = 0;
   FlowSpec spec;
-  std::vector<uint8_t> src, dst;
+  std::vector<uint8_t> src, dst;        // empty with synthetic memory
+  uint64_t src_addr = 0, dst_addr = 0;  // I/O addresses of the two MRs
   std::unique_ptr<verbs::MemoryRegion> src_mr, dst_mr;
   std::unique_ptr<verbs::QueuePair> sqp, rqp;
   sim::NicFifoGate* s_nic = nullptr;
@@ -60,6 +64,12 @@ World::World(const WorldConfig& config, std::unique_ptr<fabric::EventLoop> loop,
       loop_(std::move(loop)),
       fabric_(std::move(fab)),
       core_(std::make_unique<sim::WorldCore>(*loop_)) {
+  // One reservation for every synthetic MR: they differ by I/O address, not host address.
+  constexpr size_t kSyntheticSpan = size_t{1} << 40;
+  if (config_.synthetic_memory) {
+    synthetic_ = std::make_unique<sim::SyntheticMemory>(kSyntheticSpan, config_.message_bytes);
+  }
+  sim::SyntheticMemory* synthetic = synthetic_.get();
   for (fabric::HostId h = 0; h < fabric_->hosts(); ++h) {
     auto node = std::make_unique<Node>();
     const Gid gid = fabric::host_gid(h);
@@ -67,14 +77,24 @@ World::World(const WorldConfig& config, std::unique_ptr<fabric::EventLoop> loop,
     verbs::DeviceConfig dc;
     dc.name = "uroce" + std::to_string(h);
     dc.port.active_mtu = verbs::Mtu::k4096;
+    dc.attr.max_mr = config_.max_mr;
+    dc.attr.max_mw = config_.max_mw;
     Node* np = node.get();
     const WorldConfig cfg = config_;
-    dc.transport_factory = [np, cfg](verbs::QpType type, uint32_t qpn,
-                                     const transport::QpCapabilities& caps,
-                                     transport::MemoryAccess& memory,
-                                     transport::CompletionSink& scq, transport::CompletionSink& rcq,
-                                     transport::RecvQueue* srq) -> std::unique_ptr<TransportQp> {
-      auto inner = TransportQp::create(type, qpn, caps, memory, scq, rcq, srq);
+    dc.transport_factory =
+        [np, cfg, synthetic](verbs::QpType type, uint32_t qpn,
+                             const transport::QpCapabilities& caps, transport::MemoryAccess& memory,
+                             transport::CompletionSink& scq, transport::CompletionSink& rcq,
+                             transport::RecvQueue* srq) -> std::unique_ptr<TransportQp> {
+      transport::MemoryAccess* access = &memory;
+      if (synthetic != nullptr) {
+        if (!np->synthetic) {
+          np->synthetic = std::make_unique<sim::SyntheticAccess>(memory, *synthetic);
+        }
+        UROCE_CHECK(&np->synthetic->inner() == &memory);  // one PD per node
+        access = np->synthetic.get();
+      }
+      auto inner = TransportQp::create(type, qpn, caps, *access, scq, rcq, srq);
       if (!inner) return nullptr;
       auto qp = std::make_unique<sim::NicFifoGate>(std::move(inner), *np->link, cfg.nic_fifo_bytes,
                                                    cfg.cc.line_rate_bps);
@@ -84,7 +104,7 @@ World::World(const WorldConfig& config, std::unique_ptr<fabric::EventLoop> loop,
     node->dev = std::make_unique<verbs::Device>(*node->link, dc);
     node->ctx = std::move(node->dev->open().value());
     node->pd = std::move(node->ctx->alloc_pd().value());
-    node->cq = std::move(node->ctx->create_cq(16384).value());
+    node->cq = std::move(node->ctx->create_cq(config_.cq_entries).value());
     node->device =
         core_->add_device(*node->dev, [this, np](Nanos now) { poll_completions(*np, now); });
     node->link->set_arrival_notify(&core_->waker(node->device), sim::WorldCore::kWakeKind);
@@ -105,10 +125,10 @@ World::~World() {
 
 Result<std::unique_ptr<World>, std::string> World::create(const WorldConfig& config,
                                                           const fabric::TopologySpec& topo) {
-  auto loop = std::make_unique<fabric::EventLoop>(config.seed, size_t{1} << 22);
+  auto loop = std::make_unique<fabric::EventLoop>(config.seed, config.max_events);
   fabric::FabricConfig fc;
-  fc.max_packets = 1 << 20;
-  fc.max_payload_buffers = 1 << 18;
+  fc.max_packets = config.max_packets;
+  fc.max_payload_buffers = config.max_payload_buffers;
   auto fab = std::make_unique<fabric::SwitchFabric>(*loop, fc);
   auto t = fabric::build_topology(*fab, topo);
   if (!t) return Err(t.error());
@@ -136,12 +156,28 @@ int World::add_flow(const FlowSpec& spec) {
 bool World::setup_flow(Flow& f, std::string* error) {
   Node& s = *nodes_[f.spec.src];
   Node& r = *nodes_[f.spec.dst];
-  f.src.resize(f.spec.bytes);
-  for (uint64_t i = 0; i < f.spec.bytes; ++i) f.src[i] = pattern(f.index, i);
-  f.dst.assign(f.spec.bytes, 0);
-  auto smr = s.pd->reg_mr(f.src.data(), f.src.size(), transport::kAccessLocalWrite);
-  auto rmr = r.pd->reg_mr(f.dst.data(), f.dst.size(),
-                          transport::kAccessLocalWrite | transport::kAccessRemoteWrite);
+  Result<std::unique_ptr<verbs::MemoryRegion>> smr = Err(EINVAL), rmr = Err(EINVAL);
+  if (synthetic_) {
+    // Both ends at the same I/O addresses, distinct per flow: a byte checks only where it was
+    // read from.
+    if (f.spec.bytes > synthetic_->size()) {
+      *error = "flow larger than the synthetic reservation";
+      return false;
+    }
+    f.src_addr = f.dst_addr = uint64_t{f.index + 1} << 40;
+    smr = s.pd->reg_mr(synthetic_->base(), f.spec.bytes, f.src_addr, transport::kAccessLocalWrite);
+    rmr = r.pd->reg_mr(synthetic_->base(), f.spec.bytes, f.dst_addr,
+                       transport::kAccessLocalWrite | transport::kAccessRemoteWrite);
+  } else {
+    f.src.resize(f.spec.bytes);
+    for (uint64_t i = 0; i < f.spec.bytes; ++i) f.src[i] = pattern(f.index, i);
+    f.dst.assign(f.spec.bytes, 0);
+    f.src_addr = reinterpret_cast<uint64_t>(f.src.data());
+    f.dst_addr = reinterpret_cast<uint64_t>(f.dst.data());
+    smr = s.pd->reg_mr(f.src.data(), f.src.size(), transport::kAccessLocalWrite);
+    rmr = r.pd->reg_mr(f.dst.data(), f.dst.size(),
+                       transport::kAccessLocalWrite | transport::kAccessRemoteWrite);
+  }
   if (!smr || !rmr) {
     *error = "reg_mr failed";
     return false;
@@ -211,13 +247,13 @@ void World::post_more(Flow& f) {
   while (f.posted < f.spec.bytes && f.outstanding < config_.max_outstanding) {
     const uint32_t len =
         static_cast<uint32_t>(std::min<uint64_t>(config_.message_bytes, f.spec.bytes - f.posted));
-    transport::Sge sge{reinterpret_cast<uint64_t>(f.src.data()) + f.posted, len, f.src_mr->lkey()};
+    transport::Sge sge{f.src_addr + f.posted, len, f.src_mr->lkey()};
     transport::SendWr wr;
     wr.wr_id = (uint64_t{f.index} << 40) | f.posted;
     wr.opcode = transport::WrOpcode::kRdmaWrite;
     wr.flags = transport::kSendSignaled;
     wr.sg_list = {&sge, 1};
-    wr.remote_addr = reinterpret_cast<uint64_t>(f.dst.data()) + f.posted;
+    wr.remote_addr = f.dst_addr + f.posted;
     wr.rkey = f.dst_mr->rkey();
     if (f.sqp->post_send(wr) != 0) break;
     f.posted += len;
@@ -239,6 +275,7 @@ void World::poll_completions(Node& n, Nanos now) {
       f.completed += wc[i].byte_len;
       if (f.posted >= f.spec.bytes && f.outstanding == 0 && f.result.done_ns == kNever) {
         f.result.done_ns = now;
+        --flows_left_;
       } else {
         post_more(f);
       }
@@ -272,22 +309,34 @@ RunResult World::run() {
   };
   Nanos next_sample = 0;
   for (auto& f : flows_) core_->round_at(f->spec.start_ns);
-  // Each round starts with the sampler and the flows due to start; the devices then act.
+  start_order_.clear();
+  for (size_t i = 0; i < flows_.size(); ++i) start_order_.push_back(i);
+  std::stable_sort(start_order_.begin(), start_order_.end(), [&](size_t a, size_t b) {
+    return flows_[a]->spec.start_ns < flows_[b]->spec.start_ns;
+  });
+  next_start_ = 0;
+  flows_left_ = 0;
+  for (auto& f : flows_) flows_left_ += f->result.done_ns == kNever;
+  std::vector<size_t> due;
+  // Each round starts with the sampler and the flows due to start (in flow order); the devices
+  // then act. Per round this costs the flows that start, not all flows.
   auto on_round = [&](Nanos now) {
     if (now >= next_sample) {
       sample(now);
       next_sample = now + config_.sample_ns;
       core_->round_at(next_sample);
     }
-    bool all_done = true;
-    for (auto& f : flows_) {
-      if (!f->started && f->spec.start_ns <= now) {
-        f->started = true;
-        post_more(*f);
-      }
-      if (f->result.done_ns == kNever) all_done = false;
+    due.clear();
+    while (next_start_ < start_order_.size() &&
+           flows_[start_order_[next_start_]]->spec.start_ns <= now)
+      due.push_back(start_order_[next_start_++]);
+    std::sort(due.begin(), due.end());
+    for (size_t i : due) {
+      Flow& f = *flows_[i];
+      f.started = true;
+      post_more(f);
     }
-    return !all_done;
+    return flows_left_ > 0;
   };
   sim::WorldCore::Limits limits;
   limits.time = config_.time_limit_ns;
@@ -312,13 +361,24 @@ RunResult World::run() {
   result_.steps = steps;
   result_.end_ns = loop_->now();
   result_.fabric = fabric_->counters();
+  if (synthetic_) synthetic_->settle();
   for (auto& n : nodes_) {
     result_.link_tx_errors += n->link->counters().tx_errors;
     result_.link_rx_drops += n->link->rx_drop_inbox_full();
+    if (n->synthetic) {
+      result_.synthetic_mismatched_bytes += n->synthetic->mismatched_bytes();
+      result_.synthetic_checked_bytes += n->synthetic->bytes_checked();
+      result_.synthetic_refused += n->synthetic->refused();
+    }
   }
   for (auto& f : flows_) {
     FlowResult& r = f->result;
-    r.verified = r.done_ns != kNever && r.errors == 0 && f->dst == f->src;
+    // Synthetic memory keeps no bytes to compare: every byte the receiver took must have checked
+    // where it landed, and all of them must have arrived.
+    const bool data_ok = synthetic_ ? result_.synthetic_mismatched_bytes == 0 &&
+                                          f->r_nic->counters().rx_bytes >= f->spec.bytes
+                                    : f->dst == f->src;
+    r.verified = r.done_ns != kNever && r.errors == 0 && data_ok;
     r.sender = f->s_nic->counters();
     r.receiver = f->r_nic->counters();
     r.final_rate_bps = f->s_nic->pacer().rate_bps();

@@ -17,6 +17,7 @@
 #include "fabric/switch_fabric.h"
 #include "fabric/topology.h"
 #include "sim/nic_fifo_gate.h"
+#include "sim/synthetic_memory.h"
 #include "sim/world_core.h"
 #include "transport/congestion.h"
 #include "transport/qp.h"
@@ -41,6 +42,18 @@ struct WorldConfig {
   // Every QP's loss recovery and PSN window (0 = the transport's default window).
   transport::LossRecovery loss_recovery = transport::LossRecovery::kGoBackN;
   uint32_t max_psn_window = 0;
+  // Flows read and write synthetic memory (sim/synthetic_memory.h) instead of buffers of their
+  // size: bytes generated on send and checked where they land, nothing resident per flow.
+  bool synthetic_memory = false;
+  // Bounds of the event queue and the fabric's packet pools (World::create).
+  size_t max_events = size_t{1} << 22;
+  size_t max_packets = size_t{1} << 20;
+  size_t max_payload_buffers = size_t{1} << 18;
+  // Per device: completion queue entries and memory-key slots (a large world's hosts each need a
+  // few; both are allocated up front).
+  uint32_t cq_entries = 16384;
+  uint32_t max_mr = 4096;
+  uint32_t max_mw = 4096;
 };
 
 struct FlowSpec {
@@ -79,6 +92,10 @@ struct RunResult {
   std::vector<Sample> samples;
   fabric::FabricCounters fabric;
   uint64_t link_tx_errors = 0, link_rx_drops = 0;
+  // Synthetic memory: bytes that landed somewhere other than where they were read from, over all
+  // devices (0 in a correct run), and bytes checked.
+  uint64_t synthetic_mismatched_bytes = 0, synthetic_checked_bytes = 0;
+  uint64_t synthetic_refused = 0;  // accesses larger than the scratch (a message) refused
 };
 
 class World {
@@ -117,9 +134,14 @@ class World {
   std::unique_ptr<fabric::EventLoop> loop_;
   std::unique_ptr<fabric::SwitchFabric> fabric_;
   std::unique_ptr<sim::WorldCore> core_;
+  std::unique_ptr<sim::SyntheticMemory> synthetic_;  // with config_.synthetic_memory
   std::vector<std::unique_ptr<Node>> nodes_;
   std::vector<std::unique_ptr<Flow>> flows_;
   std::vector<fabric::PortId> watched_;
+  // run(): flows by (start, index), the first not yet started, and how many are not done.
+  std::vector<size_t> start_order_;
+  size_t next_start_ = 0;
+  size_t flows_left_ = 0;
   RunResult result_;
 };
 

@@ -88,7 +88,9 @@ void WorldCore::wake(ParticipantId id, Nanos at) {
   p.pending_ = true;
   p.pending_time_ = at;
   p.pending_round_ = round;
-  UROCE_CHECK(loop_.schedule_late_at(at, order(p.rank_, round), p, kActKind, ++p.generation_));
+  // Keyed by rank: the request this one supersedes leaves the queue instead of waiting there.
+  UROCE_CHECK(loop_.schedule_keyed_late_at(static_cast<uint32_t>(p.rank_), at,
+                                           order(p.rank_, round), p, kActKind, ++p.generation_));
 }
 
 void WorldCore::wake_all_devices() {

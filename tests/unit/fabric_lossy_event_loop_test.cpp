@@ -77,6 +77,28 @@ TEST(FabricEventLoop, LateEventsRunAfterTheInstantsOrdinaryOnesByOrder) {
   EXPECT_TRUE(loop.peek() == nullptr);
 }
 
+TEST(FabricEventLoop, KeyedLateEventsReplaceTheirKeysPendingOneAndInterleaveByOrder) {
+  EventLoop loop(1, 8);
+  Recorder r;
+  ASSERT_TRUE(loop.schedule_keyed_late_at(1, 90, 5, r, 2, 10));  // replaced below: never runs
+  ASSERT_TRUE(loop.schedule_keyed_late_at(2, 50, 4, r, 2, 20));
+  ASSERT_TRUE(loop.schedule_late_at(50, 4, r, 2, 30));  // same time and order, scheduled later
+  ASSERT_TRUE(loop.schedule_keyed_late_at(1, 50, 1, r, 2, 11));
+  ASSERT_TRUE(loop.schedule_at(50, r, 1, 40));  // ordinary: before every late event at 50
+  EXPECT_EQ(loop.pending(), 4u);
+  EXPECT_FALSE(loop.schedule_keyed_late_at(8, 60, 0, r, 2, 0));  // key beyond the bound
+  EXPECT_EQ(loop.counters().rejected_full, 1u);
+  EXPECT_EQ(loop.run_until(kNever), 4u);
+  ASSERT_EQ(r.seen.size(), 4u);
+  const uint64_t want[] = {40, 11, 20, 30};
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(r.seen[i].arg, want[i]) << i;
+  // A key may be scheduled again once its event ran.
+  ASSERT_TRUE(loop.schedule_keyed_late_at(1, 70, 0, r, 2, 12));
+  EXPECT_EQ(loop.run_until(kNever), 1u);
+  EXPECT_EQ(r.seen.back().arg, 12u);
+  EXPECT_TRUE(loop.peek() == nullptr);
+}
+
 TEST(FabricEventLoop, ManyTiesKeepInsertionOrderThroughHeapChurn) {
   EventLoop loop(1, 4096);
   Recorder r;

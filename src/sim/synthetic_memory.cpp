@@ -1,0 +1,111 @@
+#include "sim/synthetic_memory.h"
+
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/check.h"
+
+namespace uroce::sim {
+
+using transport::KeyError;
+
+void fill_synthetic(uint64_t iova, std::span<uint8_t> out) {
+  size_t i = 0;
+  // Unaligned head and tail byte by byte, whole words in between.
+  for (; i < out.size() && ((iova + i) & 7) != 0; ++i) out[i] = synthetic_byte(iova + i);
+  uint64_t acc = ((iova + i) >> 3) * kSyntheticStep;
+  for (; i + 8 <= out.size(); i += 8, acc += kSyntheticStep) {
+    const uint64_t w = acc ^ kSyntheticMask;
+    std::memcpy(out.data() + i, &w, 8);
+  }
+  for (; i < out.size(); ++i) out[i] = synthetic_byte(iova + i);
+}
+
+uint64_t count_synthetic_mismatches(uint64_t iova, std::span<const uint8_t> bytes) {
+  uint64_t bad = 0;
+  size_t i = 0;
+  for (; i < bytes.size() && ((iova + i) & 7) != 0; ++i)
+    bad += bytes[i] != synthetic_byte(iova + i);
+  uint64_t acc = ((iova + i) >> 3) * kSyntheticStep;
+  uint64_t any = 0;
+  const size_t start = i;
+  // First a pass that only detects (vectorizes), then the byte count where something differs.
+  for (; i + 8 <= bytes.size(); i += 8, acc += kSyntheticStep) {
+    uint64_t w;
+    std::memcpy(&w, bytes.data() + i, 8);
+    any |= w ^ acc ^ kSyntheticMask;
+  }
+  if (any != 0) {
+    acc = ((iova + start) >> 3) * kSyntheticStep;
+    for (size_t j = start; j + 8 <= bytes.size(); j += 8, acc += kSyntheticStep) {
+      uint64_t w;
+      std::memcpy(&w, bytes.data() + j, 8);
+      const uint64_t diff = w ^ acc ^ kSyntheticMask;
+      for (int b = 0; b < 8; ++b) bad += (diff >> (8 * b) & 0xff) != 0;
+    }
+  }
+  for (; i < bytes.size(); ++i) bad += bytes[i] != synthetic_byte(iova + i);
+  return bad;
+}
+
+SyntheticMemory::SyntheticMemory(size_t bytes, size_t max_access_bytes)
+    : size_(bytes), read_ring_(2 * max_access_bytes + 16 * 4096), landing_(max_access_bytes) {
+  void* p = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  UROCE_CHECK(p != MAP_FAILED);
+  base_ = static_cast<uint8_t*>(p);
+}
+
+SyntheticMemory::~SyntheticMemory() {
+  munmap(base_, size_);
+}
+
+Result<uint8_t*, KeyError> SyntheticAccess::local(uint32_t lkey, uint64_t addr, uint32_t length,
+                                                  uint32_t access) {
+  settle();
+  const bool write = (access & transport::kAccessLocalWrite) != 0;
+  return substitute(inner_.local(lkey, addr, length, access), addr, length, write);
+}
+
+Result<uint8_t*, KeyError> SyntheticAccess::remote(uint32_t rkey, uint64_t addr, uint32_t length,
+                                                   uint32_t access, uint32_t qpn) {
+  settle();
+  const bool write =
+      (access & (transport::kAccessRemoteWrite | transport::kAccessRemoteAtomic)) != 0;
+  return substitute(inner_.remote(rkey, addr, length, access, qpn), addr, length, write);
+}
+
+Result<uint8_t*, KeyError> SyntheticAccess::substitute(Result<uint8_t*, KeyError> r, uint64_t addr,
+                                                       uint32_t length, bool write) {
+  if (!r.ok() || length == 0 || !memory_.contains(*r)) return r;
+  SyntheticMemory& m = memory_;
+  if (length > m.landing_.size()) {
+    ++refused_;
+    return Err(KeyError::kOutOfBounds);
+  }
+  if (write) {
+    // Holds the expected bytes already, so a check that writes nothing (a key check) passes.
+    fill_synthetic(addr, {m.landing_.data(), length});
+    m.landing_iova_ = addr;
+    m.landing_len_ = length;
+    m.landing_by_ = this;
+    return m.landing_.data();
+  }
+  if (m.read_pos_ + length > m.read_ring_.size()) m.read_pos_ = 0;
+  uint8_t* out = m.read_ring_.data() + m.read_pos_;
+  m.read_pos_ += length;
+  fill_synthetic(addr, {out, length});
+  generated_ += length;
+  return out;
+}
+
+void SyntheticMemory::settle() {
+  if (landing_len_ == 0) return;
+  landing_by_->mismatched_ +=
+      count_synthetic_mismatches(landing_iova_, {landing_.data(), landing_len_});
+  landing_by_->checked_ += landing_len_;
+  landing_len_ = 0;
+}
+
+}  // namespace uroce::sim
