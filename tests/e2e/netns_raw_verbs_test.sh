@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Unmodified verbs programs over the raw Ethernet link (docs/links.md) between two network
-# namespaces: Debian's ibv_rc_pingpong (ibverbs-utils) and ib_send_bw / ib_write_bw (perftest)
+# namespaces: Debian's ibv_rc_pingpong and ibv_ud_pingpong (ibverbs-utils) and ib_send_bw / ib_write_bw (perftest)
 # on the drop-in libibverbs with UROCE_LINK=raw, once with the GID table's RoCE v1 entry (-g 1 /
 # -x 1) and once with its RoCEv2 entry (-g 0 / -x 0). A tshark capture on the receiving veth
 # must decode every frame as RoCE of the version asked for (v1: EtherType 0x8915 and a GRH; v2:
@@ -10,7 +10,7 @@
 # joins the namespaces drops 3% of the RoCE frames each way. Needs root: skipped (77) otherwise.
 set -uo pipefail
 source "$(dirname "$0")/abi_lib.sh" "$1"
-abi_require ibv_rc_pingpong ib_send_bw ib_write_bw
+abi_require ibv_rc_pingpong ibv_ud_pingpong ib_send_bw ib_write_bw
 command -v tshark >/dev/null || { echo "SKIP: tshark not installed (the captures are the proof)"; exit 77; }
 # netns_lib.sh's names for the helpers abi_lib.sh has.
 PIDS=()
@@ -123,6 +123,13 @@ check_capture pp_v1 $((2 * ITERS)) "$V1"
 capture pp_v2
 pingpong pp_v2 0 18802
 check_capture pp_v2 $((2 * ITERS)) "$V2"
+# UD over v1: each datagram lands behind the v1 GRH (docs/ibverbs.md); one frame per message.
+capture ud_v1
+pair ud_v1 18809 ibv_ud_pingpong -g 1 -p 18809 -n $ITERS -s 512 -- \
+  ibv_ud_pingpong -g 1 -p 18809 -n $ITERS -s 512 "$B"
+grep -q "$ITERS iters in" "$ABI_TMP/ud_v1.client" || abi_fail "ud_v1: no result line"
+echo "ok   ud_v1: $(grep 'iters in' "$ABI_TMP/ud_v1.client")"
+check_capture ud_v1 $((2 * ITERS)) "$V1 && infiniband.bth.opcode == 100"
 # 200 messages of 64 packets (1024-byte MTU on this veth's 1500): a capture on a loaded machine
 # may lose some of the 12800, so a tenth of them is the floor.
 capture send_bw_v1
