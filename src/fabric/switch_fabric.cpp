@@ -154,6 +154,15 @@ PortId SwitchFabric::host_port(HostId h) const {
   return n.ports.empty() ? kNone : n.ports.front();
 }
 
+bool SwitchFabric::same_segment(HostId a, HostId b) const {
+  if (a >= hosts_.size() || b >= hosts_.size()) return false;
+  const PortId pa = host_port(a), pb = host_port(b);
+  if (pa == kNone || pb == kNone || ports_[pa].peer == kNone || ports_[pb].peer == kNone)
+    return false;
+  const NodeId na = ports_[ports_[pa].peer].node, nb = ports_[ports_[pb].peer].node;
+  return na == nb || na == hosts_[b].node;
+}
+
 HostId SwitchFabric::host_by_address(const Gid& address) const {
   for (HostId h = 0; h < hosts_.size(); ++h)
     if (hosts_[h].address == address) return h;
@@ -338,6 +347,12 @@ bool SwitchFabric::host_send_ip(HostId src, std::span<const uint8_t> ip) {
   meta.dst = l4 ? host_by_address(dst) : kNone;
   if (meta.dst == kNone || ip.size() < l4 + wire::kUdpBytes || ip.size() > config_.max_ip_bytes) {
     ++counters_.refused_bad_packet;
+    return false;
+  }
+  // A RoCE v1 GRH reads as an IPv6 header above (destination at byte 24, DSCP from the traffic
+  // class); it has no IP routing, so no switch forwards it to another switch.
+  if (ip[0] >> 4 == 6 && ip[6] == wire::kGrhNextHeaderIba && !same_segment(src, meta.dst)) {
+    ++counters_.refused_v1_off_segment;
     return false;
   }
   meta.ect = wire::read_ecn(ip) != wire::Ecn::kNotEct;

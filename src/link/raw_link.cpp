@@ -208,32 +208,8 @@ uint32_t RawLink::build_frame(const wire::TxPacket& pkt, const Gid& local, const
     if (!v4) wire::fill_ipv6_udp_checksum(l3.first(n));
     return l2 + n;
   }
-  const size_t after_grh = size_t{pkt.header_len} + pkt.payload_len + pkt.pad + wire::kIcrcBytes;
-  const size_t total = wire::kGrhBytes + after_grh;
-  if (total > l3.size() || pkt.header_len < wire::kBthBytes) return 0;
-  wire::Grh grh;
-  grh.traffic_class = av.traffic_class;
-  grh.flow_label = av.flow_label;
-  grh.hop_limit = av.hop_limit;
-  grh.payload_length = static_cast<uint16_t>(after_grh);
-  grh.sgid = local;
-  grh.dgid = av.dgid;
-  wire::write_grh(grh, l3);
-  uint8_t* p = l3.data() + wire::kGrhBytes;
-  std::memcpy(p, pkt.header.data(), pkt.header_len);
-  p += pkt.header_len;
-  size_t gathered = 0;
-  for (uint32_t i = 0; i < pkt.payload_parts; ++i) {
-    const auto part = pkt.payload[i];
-    if (gathered + part.size() > pkt.payload_len) return 0;
-    if (!part.empty()) std::memcpy(p + gathered, part.data(), part.size());
-    gathered += part.size();
-  }
-  if (gathered != pkt.payload_len) return 0;
-  std::memset(p + gathered, 0, pkt.pad);
-  const size_t icrc_at = total - wire::kIcrcBytes;
-  wire::store_icrc(l3.data() + icrc_at, wire::compute_icrc_v1(l3.first(icrc_at)));
-  return static_cast<uint32_t>(l2 + total);
+  const uint32_t n = build_v1_packet(pkt, local, l3);
+  return n == 0 ? 0 : l2 + n;
 }
 
 void RawLink::transmit(const wire::TxPacket& pkt) {
@@ -331,38 +307,8 @@ void RawLink::receive_frame(std::span<const uint8_t> frame, const Gid& local,
     ++counters.rx_drop_not_roce;
     return;
   }
-  auto parsed = wire::parse_v1_packet(l3);
-  if (!parsed) {
-    switch (parsed.error()) {
-      case wire::ParseError::kBadIcrc:
-        ++counters.rx_drop_bad_icrc;
-        return;
-      case wire::ParseError::kNotRoce:
-        ++counters.rx_drop_not_roce;
-        return;
-      default:
-        ++counters.rx_drop_malformed;
-        return;
-    }
-  }
-  const wire::RoceV1Packet& pkt = *parsed;
-  if (pkt.grh.dgid != local) {
-    ++counters.rx_drop_not_roce;
-    return;
-  }
-  wire::RxPacket rx;
-  rx.hdr = &pkt.transport.hdr;
-  rx.payload = pkt.transport.payload;
-  rx.sgid = pkt.grh.sgid;
-  rx.dgid = pkt.grh.dgid;
-  rx.traffic_class = pkt.grh.traffic_class;
-  rx.hop_limit = pkt.grh.hop_limit;
-  rx.roce_v1 = true;
-  rx.flow_label = pkt.grh.flow_label;
-  ++counters.rx_packets;
-  counters.rx_bytes += wire::kGrhBytes + size_t{pkt.grh.payload_length};
-  if (stats) ++stats->rx_v1;
-  handler(rx);
+  if (receive_v1_packet(l3, local, counters, handler) == RxVerdict::kDelivered && stats)
+    ++stats->rx_v1;
 }
 
 size_t RawLink::poll(const RxHandler& handler, size_t budget) {
