@@ -153,6 +153,7 @@ check_capture pcp_v2 $((2 * ITERS)) "vlan.id == 7 && vlan.priority == 3 && vlan.
 # make_netns_bridged_pair, says why there). The UROCE_STATS counters must show the recovery.
 set_bridge_loss 30
 export UROCE_STATS=$ABI_TMP/loss.stats
+ITERS=200  # each loss costs a retransmission timeout; enough for a few dozen of them
 pingpong loss_v1 1 18807 -s 16384
 d1=$(bridge_dropped)
 pingpong loss_v2 0 18808 -s 16384
