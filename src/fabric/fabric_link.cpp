@@ -21,7 +21,9 @@ FabricLink::~FabricLink() {
 }
 
 void FabricLink::transmit(const wire::TxPacket& packet) {
-  const uint32_t n = link::build_ip_packet(packet, local_, buf_);
+  const bool v1 = packet.dest != nullptr && packet.dest->roce_v1;
+  const uint32_t n = v1 ? link::build_v1_packet(packet, local_, buf_)
+                        : link::build_ip_packet(packet, local_, buf_);
   if (n == 0 || !fabric_.host_send_ip(host_, std::span<const uint8_t>(buf_.data(), n))) {
     ++counters_.tx_errors;
     return;
@@ -57,7 +59,12 @@ size_t FabricLink::poll(const link::RxHandler& handler, size_t budget) {
   size_t taken = 0;
   while (taken < budget && inbox_count_ > 0) {
     const Slot& slot = inbox_[inbox_head_];
-    link::receive_ip_packet({slot.bytes.get(), slot.len}, local_, counters_, handler);
+    const std::span<const uint8_t> bytes{slot.bytes.get(), slot.len};
+    if (link::is_v1_packet(bytes)) {
+      link::receive_v1_packet(bytes, local_, counters_, handler);
+    } else {
+      link::receive_ip_packet(bytes, local_, counters_, handler);
+    }
     inbox_head_ = (inbox_head_ + 1) % inbox_.size();
     --inbox_count_;
     ++taken;

@@ -31,12 +31,15 @@ class FabricLink final : public link::Link, public HostReceiver {
   Gid local_gid() const override { return local_; }
   HostId host() const { return host_; }
 
-  // Builds the IP packet and queues it at the host's NIC at the fabric's current time. A packet
-  // that can't be built or that the fabric refuses (no descriptor, NIC queue full) is a tx error.
+  // Builds the IP packet (or, for a RoCE v1 path, the GRH packet) and queues it at the host's NIC
+  // at the fabric's current time. A packet that can't be built or that the fabric refuses (no
+  // descriptor, NIC queue full, RoCE v1 to a host off this one's segment) is a tx error.
   void transmit(const wire::TxPacket& packet) override;
   void flush() override {}
   size_t poll(const link::RxHandler& handler, size_t budget) override;
   const link::LinkCounters& counters() const override { return counters_; }
+  // RoCE v1 packets cross the fabric at L2 only: to hosts on this host's switch.
+  bool carries_roce_v1() const override { return true; }
 
   // Bytes waiting in this host's NIC queue (paused, or behind the line rate): what a NIC's
   // scheduler looks at before it pulls more work.

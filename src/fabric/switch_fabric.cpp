@@ -159,6 +159,15 @@ size_t SwitchFabric::GidHash::operator()(const Gid& g) const {
   return static_cast<size_t>(splitmix64(a) ^ b);
 }
 
+bool SwitchFabric::same_segment(HostId a, HostId b) const {
+  if (a >= hosts_.size() || b >= hosts_.size()) return false;
+  const PortId pa = host_port(a), pb = host_port(b);
+  if (pa == kNone || pb == kNone || ports_[pa].peer == kNone || ports_[pb].peer == kNone)
+    return false;
+  const NodeId na = ports_[ports_[pa].peer].node, nb = ports_[ports_[pb].peer].node;
+  return na == nb || na == hosts_[b].node;
+}
+
 HostId SwitchFabric::host_by_address(const Gid& address) const {
   const auto it = host_index_.find(address);
   return it == host_index_.end() ? kNone : it->second;
@@ -356,6 +365,12 @@ bool SwitchFabric::host_send_ip(HostId src, std::span<const uint8_t> ip) {
   meta.dst = l4 ? host_by_address(dst) : kNone;
   if (meta.dst == kNone || ip.size() < l4 + wire::kUdpBytes || ip.size() > config_.max_ip_bytes) {
     ++counters_.refused_bad_packet;
+    return false;
+  }
+  // A RoCE v1 GRH reads as an IPv6 header above (destination at byte 24, DSCP from the traffic
+  // class); it has no IP routing, so no switch forwards it to another switch.
+  if (ip[0] >> 4 == 6 && ip[6] == wire::kGrhNextHeaderIba && !same_segment(src, meta.dst)) {
+    ++counters_.refused_v1_off_segment;
     return false;
   }
   meta.ect = wire::read_ecn(ip) != wire::Ecn::kNotEct;

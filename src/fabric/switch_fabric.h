@@ -142,6 +142,8 @@ struct FabricCounters {
   uint64_t host_sent = 0, delivered = 0, delivered_bytes = 0;
   uint64_t refused_no_descriptor = 0, refused_host_queue = 0, refused_no_payload = 0;
   uint64_t refused_bad_packet = 0;  // host_send_ip: not an IPv4/IPv6 packet to a known host
+  // host_send_ip: a RoCE v1 packet (a GRH, not routable) to a host off the sender's segment
+  uint64_t refused_v1_off_segment = 0;
   uint64_t drops_buffer = 0, drops_bit_error = 0, drops_watchdog = 0, drops_no_route = 0;
   uint64_t drops_event_queue = 0;
   uint64_t ecn_marked = 0, pause_frames = 0;
@@ -205,6 +207,9 @@ class SwitchFabric final : public EventTarget {
   size_t packet_descriptors_made() const;
   size_t payload_buffers_made() const;
   HostId host_by_address(const Gid& address) const;
+  // Whether two hosts share an Ethernet segment: attached to the same switch, or wired to each
+  // other. RoCE v1 reaches only these (host_send_ip).
+  bool same_segment(HostId a, HostId b) const;
   EventLoop& loop() { return loop_; }
   // The ports of switch `sw` on a shortest path toward host `dst`: its ECMP set.
   std::vector<PortId> routes(NodeId sw, HostId dst) const;

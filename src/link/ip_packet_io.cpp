@@ -113,4 +113,78 @@ RxVerdict receive_ip_packet(std::span<const uint8_t> bytes, const Gid& local,
   return RxVerdict::kDelivered;
 }
 
+uint32_t build_v1_packet(const wire::TxPacket& pkt, const Gid& local, std::span<uint8_t> out) {
+  if (pkt.dest == nullptr || pkt.header_len > pkt.header.size() ||
+      pkt.payload_parts > wire::kMaxGather || pkt.pad > 3 || pkt.header_len < wire::kBthBytes)
+    return 0;
+  const wire::AddressVector& av = *pkt.dest;
+  const size_t after_grh = size_t{pkt.header_len} + pkt.payload_len + pkt.pad + wire::kIcrcBytes;
+  const size_t total = wire::kGrhBytes + after_grh;
+  if (total > out.size()) return 0;
+  wire::Grh grh;
+  grh.traffic_class = av.traffic_class;
+  grh.flow_label = av.flow_label;
+  grh.hop_limit = av.hop_limit;
+  grh.payload_length = static_cast<uint16_t>(after_grh);
+  grh.sgid = local;
+  grh.dgid = av.dgid;
+  wire::write_grh(grh, out);
+  uint8_t* p = out.data() + wire::kGrhBytes;
+  std::memcpy(p, pkt.header.data(), pkt.header_len);
+  p += pkt.header_len;
+  size_t gathered = 0;
+  for (uint32_t i = 0; i < pkt.payload_parts; ++i) {
+    const auto part = pkt.payload[i];
+    if (gathered + part.size() > pkt.payload_len) return 0;
+    if (!part.empty()) std::memcpy(p + gathered, part.data(), part.size());
+    gathered += part.size();
+  }
+  if (gathered != pkt.payload_len) return 0;
+  std::memset(p + gathered, 0, pkt.pad);
+  const size_t icrc_at = total - wire::kIcrcBytes;
+  wire::store_icrc(out.data() + icrc_at, wire::compute_icrc_v1(out.first(icrc_at)));
+  return static_cast<uint32_t>(total);
+}
+
+bool is_v1_packet(std::span<const uint8_t> bytes) {
+  return bytes.size() >= wire::kGrhBytes && (bytes[0] >> 4) == 6 &&
+         bytes[6] == wire::kGrhNextHeaderIba;
+}
+
+RxVerdict receive_v1_packet(std::span<const uint8_t> bytes, const Gid& local,
+                            LinkCounters& counters, const RxHandler& handler) {
+  auto parsed = wire::parse_v1_packet(bytes);
+  if (!parsed) {
+    switch (parsed.error()) {
+      case wire::ParseError::kBadIcrc:
+        ++counters.rx_drop_bad_icrc;
+        return RxVerdict::kBadIcrc;
+      case wire::ParseError::kNotRoce:
+        ++counters.rx_drop_not_roce;
+        return RxVerdict::kNotRoce;
+      default:
+        ++counters.rx_drop_malformed;
+        return RxVerdict::kMalformed;
+    }
+  }
+  const wire::RoceV1Packet& pkt = *parsed;
+  if (pkt.grh.dgid != local) {
+    ++counters.rx_drop_not_roce;
+    return RxVerdict::kNotRoce;
+  }
+  wire::RxPacket rx;
+  rx.hdr = &pkt.transport.hdr;
+  rx.payload = pkt.transport.payload;
+  rx.sgid = pkt.grh.sgid;
+  rx.dgid = pkt.grh.dgid;
+  rx.traffic_class = pkt.grh.traffic_class;
+  rx.hop_limit = pkt.grh.hop_limit;
+  rx.roce_v1 = true;
+  rx.flow_label = pkt.grh.flow_label;
+  ++counters.rx_packets;
+  counters.rx_bytes += wire::kGrhBytes + size_t{pkt.grh.payload_length};
+  handler(rx);
+  return RxVerdict::kDelivered;
+}
+
 }  // namespace uroce::link

@@ -28,4 +28,17 @@ enum class RxVerdict : uint8_t { kDelivered, kBadIpChecksum, kBadIcrc, kNotRoce,
 RxVerdict receive_ip_packet(std::span<const uint8_t> bytes, const Gid& local,
                             LinkCounters& counters, const RxHandler& handler);
 
+// RoCE v1 (annex A16), for the links that carry it (raw_link.h, the fabric): the GRH (from `local`;
+// traffic class, flow label and hop limit from the destination), transport headers, gathered
+// payload, pad and ICRC. Returns the length, or 0 as build_ip_packet.
+uint32_t build_v1_packet(const wire::TxPacket& packet, const Gid& local, std::span<uint8_t> out);
+
+// Whether a network-layer packet starts with a RoCE v1 GRH (version 6, next header 0x1B) rather
+// than an IP header.
+bool is_v1_packet(std::span<const uint8_t> bytes);
+
+// As receive_ip_packet, for a packet that starts with a GRH; hands it up with RxPacket::roce_v1.
+RxVerdict receive_v1_packet(std::span<const uint8_t> bytes, const Gid& local,
+                            LinkCounters& counters, const RxHandler& handler);
+
 }  // namespace uroce::link

@@ -6,6 +6,7 @@
 #include <linux/if_ether.h>
 #include <linux/if_packet.h>
 #include <net/if.h>
+#include <poll.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -19,6 +20,10 @@
 
 namespace uroce::link {
 namespace {
+
+// A full socket buffer at flush(): how many times, and how long each, to wait for room.
+constexpr int kEagainRetries = 4;
+constexpr int kEagainWaitMs = 1;
 
 // Classic BPF: accept EtherType 0x8915 (RoCE v1), and IPv4 (no fragment) or IPv6 carrying UDP to
 // port 4791; refuse everything else, which the kernel alone then handles. The socket sees frames
@@ -151,9 +156,30 @@ int RawLink::setup() {
     if_mtu_ = static_cast<uint32_t>(req.ifr_mtu);
 
   neighbours_ = std::make_unique<NeighbourTable>(ifindex_, options_.neighbour_cache_entries);
-  tx_buf_.resize(kMaxFrameBytes);
-  rx_buf_.resize(kMaxFrameBytes + 64);  // room to see that a frame is too long
+  if (options_.tx_batch == 0 || options_.rx_batch == 0) return EINVAL;
+  tx_buf_.resize(options_.tx_batch * kSlotBytes);
+  rx_buf_.resize(options_.rx_batch * kSlotBytes);
+  tx_msgs_.resize(options_.tx_batch);
+  tx_iov_.resize(options_.tx_batch);
+  rx_msgs_.resize(options_.rx_batch);
+  rx_iov_.resize(options_.rx_batch);
+  for (uint32_t i = 0; i < options_.rx_batch; ++i) {
+    rx_iov_[i] = {rx_buf_.data() + i * kSlotBytes, kSlotBytes};
+    rx_msgs_[i].msg_hdr = {};
+    rx_msgs_[i].msg_hdr.msg_iov = &rx_iov_[i];
+    rx_msgs_[i].msg_hdr.msg_iovlen = 1;
+  }
+  for (uint32_t i = 0; i < options_.tx_batch; ++i) {
+    tx_msgs_[i].msg_hdr = {};
+    tx_msgs_[i].msg_hdr.msg_iov = &tx_iov_[i];
+    tx_msgs_[i].msg_hdr.msg_iovlen = 1;
+  }
+  tx_queued_.reserve(options_.tx_batch);
   return 0;
+}
+
+uint8_t RawLink::priority_code_point(const wire::AddressVector& av) {
+  return av.service_level != 0 ? av.service_level & 7 : av.traffic_class >> 5;
 }
 
 uint32_t RawLink::build_frame(const wire::TxPacket& pkt, const Gid& local, const Mac& src_mac,
@@ -167,7 +193,7 @@ uint32_t RawLink::build_frame(const wire::TxPacket& pkt, const Gid& local, const
   wire::Ethernet eth;
   eth.dst = dst_mac;
   eth.src = src_mac;
-  if (vlan_id) eth.vlan_tci = static_cast<uint16_t>((av.traffic_class >> 5) << 13 | *vlan_id);
+  if (vlan_id) eth.vlan_tci = static_cast<uint16_t>(priority_code_point(av) << 13 | *vlan_id);
   const bool v4 = gid_is_ipv4(local);
   eth.ethertype = v1 ? wire::kEthertypeRoceV1 : v4 ? wire::kEthertypeIpv4 : wire::kEthertypeIpv6;
   const uint32_t l2 = wire::kEthBytes + (vlan_id ? wire::kVlanBytes : 0);
@@ -182,32 +208,8 @@ uint32_t RawLink::build_frame(const wire::TxPacket& pkt, const Gid& local, const
     if (!v4) wire::fill_ipv6_udp_checksum(l3.first(n));
     return l2 + n;
   }
-  const size_t after_grh = size_t{pkt.header_len} + pkt.payload_len + pkt.pad + wire::kIcrcBytes;
-  const size_t total = wire::kGrhBytes + after_grh;
-  if (total > l3.size() || pkt.header_len < wire::kBthBytes) return 0;
-  wire::Grh grh;
-  grh.traffic_class = av.traffic_class;
-  grh.flow_label = av.flow_label;
-  grh.hop_limit = av.hop_limit;
-  grh.payload_length = static_cast<uint16_t>(after_grh);
-  grh.sgid = local;
-  grh.dgid = av.dgid;
-  wire::write_grh(grh, l3);
-  uint8_t* p = l3.data() + wire::kGrhBytes;
-  std::memcpy(p, pkt.header.data(), pkt.header_len);
-  p += pkt.header_len;
-  size_t gathered = 0;
-  for (uint32_t i = 0; i < pkt.payload_parts; ++i) {
-    const auto part = pkt.payload[i];
-    if (gathered + part.size() > pkt.payload_len) return 0;
-    if (!part.empty()) std::memcpy(p + gathered, part.data(), part.size());
-    gathered += part.size();
-  }
-  if (gathered != pkt.payload_len) return 0;
-  std::memset(p + gathered, 0, pkt.pad);
-  const size_t icrc_at = total - wire::kIcrcBytes;
-  wire::store_icrc(l3.data() + icrc_at, wire::compute_icrc_v1(l3.first(icrc_at)));
-  return static_cast<uint32_t>(l2 + total);
+  const uint32_t n = build_v1_packet(pkt, local, l3);
+  return n == 0 ? 0 : l2 + n;
 }
 
 void RawLink::transmit(const wire::TxPacket& pkt) {
@@ -222,8 +224,10 @@ void RawLink::transmit(const wire::TxPacket& pkt) {
     return;
   }
   const bool v1 = options_.roce_v1 || pkt.dest->roce_v1;
+  const size_t slot = tx_queued_.size();
+  const std::span<uint8_t> frame(tx_buf_.data() + slot * kSlotBytes, kSlotBytes);
   const uint32_t n =
-      build_frame(pkt, gid_, mac_, *mac, options_.vlan_id, options_.roce_v1, options_.ecn, tx_buf_);
+      build_frame(pkt, gid_, mac_, *mac, options_.vlan_id, options_.roce_v1, options_.ecn, frame);
   const uint32_t l2 = wire::kEthBytes + (options_.vlan_id ? wire::kVlanBytes : 0);
   if (n == 0) {
     ++counters_.tx_errors;
@@ -234,13 +238,48 @@ void RawLink::transmit(const wire::TxPacket& pkt) {
     ++stats_.tx_too_big;
     return;
   }
-  if (send(fd_, tx_buf_.data(), n, 0) != static_cast<ssize_t>(n)) {
-    ++counters_.tx_errors;
-    return;
+  tx_iov_[slot] = {frame.data(), n};
+  tx_queued_.push_back({n - l2, v1});
+  if (tx_queued_.size() == options_.tx_batch) flush();
+}
+
+void RawLink::flush() {
+  const size_t n = tx_queued_.size();
+  size_t done = 0;
+  int waits = 0;
+  while (done < n) {
+    int r;
+    ++stats_.tx_syscalls;
+    if (options_.mmsg) {
+      r = ::sendmmsg(fd_, &tx_msgs_[done], static_cast<unsigned>(n - done), 0);
+    } else {
+      r = ::send(fd_, tx_iov_[done].iov_base, tx_iov_[done].iov_len, 0) >= 0 ? 1 : -1;
+    }
+    if (r > 0) {
+      for (size_t i = done; i < done + static_cast<size_t>(r); ++i) {
+        ++counters_.tx_packets;
+        counters_.tx_bytes += tx_queued_[i].network_bytes;
+        ++(tx_queued_[i].v1 ? stats_.tx_v1 : stats_.tx_v2);
+      }
+      done += static_cast<size_t>(r);
+      continue;
+    }
+    if (r < 0 && errno == EINTR) continue;
+    // A full socket buffer: the frame was not taken; wait briefly for room, a bounded number of
+    // times, before dropping it. ENOBUFS is different: the frame was taken and dropped on its way
+    // out (a full qdisc, an nftables egress rule), as a NIC loses a frame on the wire; sending it
+    // again would hide the loss from the transport, which recovers it.
+    if (r < 0 && errno == EAGAIN && waits < kEagainRetries) {
+      ++waits;
+      ++stats_.tx_eagain_waits;
+      pollfd pfd{fd_, POLLOUT, 0};
+      ::poll(&pfd, 1, kEagainWaitMs);
+      continue;
+    }
+    ++counters_.tx_errors;  // this frame failed for good: retransmission recovers it
+    ++done;
   }
-  ++counters_.tx_packets;
-  counters_.tx_bytes += n - l2;
-  ++(v1 ? stats_.tx_v1 : stats_.tx_v2);
+  tx_queued_.clear();
 }
 
 void RawLink::receive_frame(std::span<const uint8_t> frame, const Gid& local,
@@ -268,53 +307,41 @@ void RawLink::receive_frame(std::span<const uint8_t> frame, const Gid& local,
     ++counters.rx_drop_not_roce;
     return;
   }
-  auto parsed = wire::parse_v1_packet(l3);
-  if (!parsed) {
-    switch (parsed.error()) {
-      case wire::ParseError::kBadIcrc:
-        ++counters.rx_drop_bad_icrc;
-        return;
-      case wire::ParseError::kNotRoce:
-        ++counters.rx_drop_not_roce;
-        return;
-      default:
-        ++counters.rx_drop_malformed;
-        return;
-    }
-  }
-  const wire::RoceV1Packet& pkt = *parsed;
-  if (pkt.grh.dgid != local) {
-    ++counters.rx_drop_not_roce;
-    return;
-  }
-  wire::RxPacket rx;
-  rx.hdr = &pkt.transport.hdr;
-  rx.payload = pkt.transport.payload;
-  rx.sgid = pkt.grh.sgid;
-  rx.dgid = pkt.grh.dgid;
-  rx.traffic_class = pkt.grh.traffic_class;
-  rx.hop_limit = pkt.grh.hop_limit;
-  rx.roce_v1 = true;
-  ++counters.rx_packets;
-  counters.rx_bytes += wire::kGrhBytes + size_t{pkt.grh.payload_length};
-  if (stats) ++stats->rx_v1;
-  handler(rx);
+  if (receive_v1_packet(l3, local, counters, handler) == RxVerdict::kDelivered && stats)
+    ++stats->rx_v1;
 }
 
 size_t RawLink::poll(const RxHandler& handler, size_t budget) {
-  size_t taken = 0;
-  const size_t limit = std::min<size_t>(budget, options_.rx_batch);
-  while (taken < limit) {
-    const ssize_t n = recv(fd_, rx_buf_.data(), rx_buf_.size(), MSG_DONTWAIT | MSG_TRUNC);
-    if (n < 0) break;
-    ++taken;
-    if (static_cast<size_t>(n) > rx_buf_.size()) {
-      ++counters_.rx_drop_malformed;  // longer than any RoCE frame
+  const size_t want = std::min<size_t>(budget, options_.rx_batch);
+  size_t got = 0;
+  if (options_.mmsg) {
+    if (want == 0) return 0;
+    ++stats_.rx_syscalls;
+    const int r = ::recvmmsg(fd_, rx_msgs_.data(), static_cast<unsigned>(want),
+                             MSG_DONTWAIT | MSG_TRUNC, nullptr);
+    if (r <= 0) return 0;
+    got = static_cast<size_t>(r);
+    for (size_t i = 0; i < got; ++i) rx_iov_[i].iov_len = rx_msgs_[i].msg_len;
+  } else {
+    // One recv() per frame until the socket is empty or the budget is spent.
+    while (got < want) {
+      ++stats_.rx_syscalls;
+      const ssize_t n =
+          recv(fd_, rx_buf_.data() + got * kSlotBytes, kSlotBytes, MSG_DONTWAIT | MSG_TRUNC);
+      if (n < 0) break;
+      rx_iov_[got++].iov_len = static_cast<size_t>(n);
+    }
+  }
+  for (size_t i = 0; i < got; ++i) {
+    const size_t n = rx_iov_[i].iov_len;
+    rx_iov_[i].iov_len = kSlotBytes;
+    if (n > kSlotBytes) {
+      ++counters_.rx_drop_malformed;  // longer than any RoCE frame (MSG_TRUNC: the real length)
       continue;
     }
-    receive_frame({rx_buf_.data(), static_cast<size_t>(n)}, gid_, counters_, &stats_, handler);
+    receive_frame({rx_buf_.data() + i * kSlotBytes, n}, gid_, counters_, &stats_, handler);
   }
-  return taken;
+  return got;
 }
 
 }  // namespace uroce::link

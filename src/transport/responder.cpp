@@ -601,8 +601,9 @@ void Responder::receive_ud(const RxPacket& pkt) {
   const uint32_t udp_len = wire::kUdpBytes + info.header_bytes +
                            static_cast<uint32_t>(pkt.payload.size()) + h.bth.pad_count +
                            wire::kIcrcBytes;
-  const std::array<uint8_t, wire::kGrhBytes> grh = wire::build_ud_grh(
-      {pkt.sgid, pkt.dgid, pkt.traffic_class, pkt.hop_limit, static_cast<uint16_t>(udp_len)});
+  const std::array<uint8_t, wire::kGrhBytes> grh =
+      wire::build_ud_grh({pkt.sgid, pkt.dgid, pkt.traffic_class, pkt.hop_limit,
+                          static_cast<uint16_t>(udp_len), pkt.roce_v1, pkt.flow_label});
   if (!scatter(ctx_.memory, recv_->sge.data(), recv_->num_sge, 0, grh, pkt.payload)) {
     complete_recv(WcStatus::kLocProtErr, WcOpcode::kRecv, 0, 0, 0, h.deth.src_qp);
     return;
@@ -610,13 +611,14 @@ void Responder::receive_ud(const RxPacket& pkt) {
   uint32_t flags = kWcGrh;
   if (info.has(wire::kImmDt)) flags |= kWcWithImm;
   complete_recv(WcStatus::kSuccess, WcOpcode::kRecv, total, flags,
-                info.has(wire::kImmDt) ? h.imm : 0, h.deth.src_qp);
+                info.has(wire::kImmDt) ? h.imm : 0, h.deth.src_qp, pkt.roce_v1);
 }
 
 void Responder::complete_recv(WcStatus status, WcOpcode opcode, uint32_t byte_len, uint32_t flags,
-                              uint32_t imm_or_rkey, uint32_t src_qp) {
+                              uint32_t imm_or_rkey, uint32_t src_qp, bool roce_v1) {
   if (!recv_) return;
   Completion c;
+  c.roce_v1 = roce_v1;
   c.wr_id = recv_->wr_id;
   c.status = status;
   c.opcode = opcode;

@@ -90,7 +90,7 @@ class Responder {
   void finish(Verdict v, const wire::TransportHeaders& h, const wire::OpcodeInfo& info);
   // Completes the current receive WQE (success or error) and forgets it.
   void complete_recv(WcStatus status, WcOpcode opcode, uint32_t byte_len, uint32_t flags,
-                     uint32_t imm_or_rkey, uint32_t src_qp = 0);
+                     uint32_t imm_or_rkey, uint32_t src_qp = 0, bool roce_v1 = false);
   void queue_response(const Response& r);
   void queue_ack(Psn psn);
   void queue_nak(Psn psn, wire::Aeth aeth);

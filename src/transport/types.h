@@ -150,6 +150,9 @@ struct Completion {
   // A receive completion of a message whose last packet had the BTH SE bit set: it wakes a CQ
   // armed with solicited_only (IBA 11.4.2.2). Not part of ibv_wc.
   bool solicited = false;
+  // A receive with a GRH area (kWcGrh) whose packet came as RoCE v1: the area holds a v1 GRH, and
+  // the ABI reports the network header type from it (wc.sl, ibv_init_ah_from_wc's GID index).
+  bool roce_v1 = false;
 };
 
 // ---- What the transport needs from the objects above it ---------------------------------------

@@ -141,6 +141,7 @@ Result<transport::AddressVector> make_address_vector(const AhAttr& ah, const Dev
   av.flow_label = ah.grh.flow_label;
   av.udp_src_port = udp_source_port(ah.grh.flow_label, src_qpn, dst_qpn);
   av.roce_v1 = roce_v1;
+  av.service_level = ah.sl;
   return av;
 }
 

@@ -49,7 +49,16 @@ uint32_t write_ipv6(const Ipv6& ip, std::span<uint8_t> out) {
 
 std::array<uint8_t, kGrhBytes> build_ud_grh(const GrhSource& src) {
   std::array<uint8_t, kGrhBytes> grh{};
-  if (gid_is_ipv4(src.sgid)) {
+  if (src.roce_v1) {
+    Grh g;
+    g.traffic_class = src.traffic_class;
+    g.flow_label = src.flow_label & 0xfffff;
+    g.payload_length = static_cast<uint16_t>(src.udp_length - kUdpBytes);
+    g.hop_limit = src.hop_limit;
+    g.sgid = src.sgid;
+    g.dgid = src.dgid;
+    write_grh(g, grh);
+  } else if (gid_is_ipv4(src.sgid)) {
     Ipv4 ip;
     ip.total_length = static_cast<uint16_t>(kIpv4Bytes + src.udp_length);
     set_traffic_class(ip, src.traffic_class);

@@ -145,6 +145,10 @@ struct GrhSource {
   uint8_t traffic_class = 0;
   uint8_t hop_limit = 0;    // IPv4 TTL
   uint16_t udp_length = 0;  // UDP header to ICRC
+  // Came as RoCE v1: the area is the GRH itself (IPv6 layout, next header 0x1B, payload length
+  // BTH to ICRC, the GIDs whatever their kind, the flow label as received), not an IP header.
+  bool roce_v1 = false;
+  uint32_t flow_label = 0;  // RoCE v1 only
 };
 // The 40 bytes. Fields the link does not see are written as a Linux UDP socket sends them: IPv4
 // identification 0 with DF set, IPv6 flow label 0. IPv4 also gets its header checksum.

@@ -22,6 +22,9 @@ struct AddressVector {
   // RoCE v1 (EtherType 0x8915 and a GRH) rather than RoCEv2: the path's source GID is a v1 entry
   // of the GID table. Only a link that writes Ethernet frames can honour it (link/raw_link.h).
   bool roce_v1 = false;
+  // The path's service level. On RoCE it is the 802.1p priority (the PCP of an 802.1Q tag, as
+  // mlx5 takes it); 0 leaves the priority to the traffic class (link/raw_link.h).
+  uint8_t service_level = 0;
 };
 
 struct TxPacket {
@@ -66,7 +69,8 @@ struct RxPacket {
   // A UD receive's GRH carries them (IBA 11.4.1.2: the GRH as it arrived).
   uint8_t traffic_class = 0;
   uint8_t hop_limit = 64;
-  bool roce_v1 = false;  // came as RoCE v1 (the GRH's traffic class and hop limit above)
+  bool roce_v1 = false;     // came as RoCE v1 (the GRH's traffic class and hop limit above)
+  uint32_t flow_label = 0;  // RoCE v1: the GRH's (a UD receive's GRH area holds it)
 };
 
 }  // namespace uroce::wire

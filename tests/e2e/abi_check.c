@@ -3,6 +3,7 @@
  * ibv_query_device_ex, ibv_create_flow, ...) go through the verbs_context exactly as in a tool.
  * Run with UROCE_DEVICES="uroce0=127.0.3.6,uroce7=127.0.3.7". Exits non-zero on the first
  * failed check. */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <infiniband/verbs.h>
@@ -75,6 +76,39 @@ static void check_device_list(void) {
     CHECK(strcmp(buf, "uroce") == 0);
   }
   ibv_free_device_list(list);
+}
+
+/* ibv_init_ah_from_wc reads the three layouts a UD receive's GRH area can have: RoCEv2 over IPv4
+ * (20 zero bytes, the IPv4 header), RoCEv2 over IPv6 (next header UDP) and RoCE v1 (a GRH, next
+ * header 0x1B), and answers the GID index of the same version (0 v2, 1 v1). */
+static void check_init_ah_from_wc(struct ibv_context* ctx) {
+  struct ibv_wc wc;
+  memset(&wc, 0, sizeof wc);
+  wc.wc_flags = IBV_WC_GRH;
+  struct ibv_grh grh;
+  struct ibv_ah_attr ah;
+  static const uint8_t peer[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 64, 1, 2, 3};
+
+  memset(&grh, 0, sizeof grh); /* IPv4, a source address whose first nibble is 4 */
+  uint8_t* raw = (uint8_t*)&grh;
+  raw[20] = 0x45;
+  raw[21] = 0x20;
+  memcpy(raw + 20 + 12, peer + 12, 4);
+  CHECK(ibv_init_ah_from_wc(ctx, 1, &wc, &grh, &ah) == 0);
+  CHECK(ah.grh.sgid_index == 0 && ah.is_global == 1 && ah.grh.traffic_class == 0x20);
+  CHECK(memcmp(ah.grh.dgid.raw, peer, 16) == 0);
+
+  memset(&grh, 0, sizeof grh); /* RoCE v1 from the same IPv4-mapped GID */
+  grh.version_tclass_flow = htonl(6u << 28 | 0x20u << 20 | 0x12345);
+  grh.next_hdr = 0x1b;
+  memcpy(grh.sgid.raw, peer, 16);
+  CHECK(ibv_init_ah_from_wc(ctx, 1, &wc, &grh, &ah) == 0);
+  CHECK(ah.grh.sgid_index == 1 && ah.grh.flow_label == 0x12345 && ah.grh.traffic_class == 0x20);
+  CHECK(memcmp(ah.grh.dgid.raw, peer, 16) == 0);
+
+  grh.next_hdr = 17; /* RoCEv2 over IPv6 */
+  CHECK(ibv_init_ah_from_wc(ctx, 1, &wc, &grh, &ah) == 0);
+  CHECK(ah.grh.sgid_index == 0);
 }
 
 static void check_queries(struct ibv_context* ctx) {
@@ -668,6 +702,7 @@ int main(void) {
   CHECK(ctx != NULL);
   if (!ctx) return 1;
   check_queries(ctx);
+  check_init_ah_from_wc(ctx);
   check_comp_channel(ctx);
   check_async_fd(ctx);
   check_unsupported(ctx);

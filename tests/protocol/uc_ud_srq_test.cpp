@@ -168,6 +168,37 @@ TEST_F(Ud, GrhCarriesTheReceivedTrafficClassAndHopLimit) {
   EXPECT_EQ(dst->data[7], 200);
 }
 
+TEST_F(Ud, RoceV1DatagramGetsTheV1GrhAndSaysSo) {
+  Sge s{src->va, 100, src->key};
+  ASSERT_EQ(a.qp->post_send(ud_wr(1, s, 0x22222222)), 0);
+  a.run(0);
+  const Packet p = a.out.pop();
+  RxPacket rx = p.rx();
+  rx.roce_v1 = true;
+  rx.traffic_class = 0x60;
+  rx.hop_limit = 1;
+  rx.flow_label = 0x12345;
+  ASSERT_EQ(b.post_recv(9, *dst, 4096), 0);
+  b.qp->receive(rx, 0);
+  const Completion c = b.recv_cq.pop();
+  ASSERT_EQ(c.status, WcStatus::kSuccess);
+  EXPECT_EQ(c.byte_len, 140u);
+  EXPECT_TRUE(c.roce_v1);
+  // The GRH as it came (IPv6 layout although the GIDs are IPv4-mapped): version 6, traffic class,
+  // flow label, payload length BTH + DETH + 100 bytes + ICRC, next header 0x1B (a BTH).
+  const std::vector<uint8_t> head(dst->data.begin(), dst->data.begin() + 8);
+  EXPECT_EQ(head, (std::vector<uint8_t>{0x66, 0x01, 0x23, 0x45, 0, 12 + 8 + 100 + 4, 0x1b, 1}));
+  EXPECT_TRUE(std::equal(rx.sgid.begin(), rx.sgid.end(), dst->data.begin() + 8));
+  EXPECT_TRUE(std::equal(rx.dgid.begin(), rx.dgid.end(), dst->data.begin() + 24));
+  EXPECT_TRUE(std::equal(src->data.begin(), src->data.begin() + 100, dst->data.begin() + 40));
+  // A RoCEv2 datagram's completion does not say v1.
+  ASSERT_EQ(a.qp->post_send(ud_wr(2, s, 0x22222222)), 0);
+  a.run(0);
+  ASSERT_EQ(b.post_recv(10, *dst, 4096), 0);
+  b.deliver(a.out.pop());
+  EXPECT_FALSE(b.recv_cq.pop().roce_v1);
+}
+
 TEST_F(Ud, Ipv6SourceFillsTheWholeGrh) {
   Sge s{src->va, 10, src->key};
   ASSERT_EQ(a.qp->post_send(ud_wr(1, s, 0x22222222)), 0);

@@ -4,8 +4,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
+#include <utility>
 #include <vector>
 
+#include "fabric/fabric_link.h"
 #include "fabric/topology.h"
 #include "fabric_switch_util.h"
 #include "wire/packet.h"
@@ -99,6 +102,65 @@ TEST(FabricTopology, OneFlowKeepsOnePathAndArrivesInOrder) {
   loop.run_until(kNever);
   ASSERT_EQ(rx.arrivals.size(), 500u);
   for (uint64_t i = 0; i < 500; ++i) EXPECT_EQ(rx.arrivals[i].tag, i);
+}
+
+// RoCE v1 crosses the fabric at L2 only: between hosts on one switch it is carried (a GRH where the
+// IP header would be) and handed up as v1; to a host behind another switch it is refused and
+// counted, where RoCEv2 is routed.
+TEST(FabricTopology, RoceV1StaysOnItsSegment) {
+  EventLoop loop(1);
+  SwitchFabric f(loop);
+  auto t = build_topology(f, *parse_topology("dumbbell left=2 right=1 rate=100G"));
+  ASSERT_TRUE(t.ok());
+  ASSERT_EQ(t->hosts.size(), 3u);
+  const HostId a = t->hosts[0], b = t->hosts[1], far = t->hosts[2];
+  EXPECT_TRUE(f.same_segment(a, b));
+  EXPECT_FALSE(f.same_segment(a, far));
+  std::vector<std::unique_ptr<FabricLink>> links;
+  for (HostId h : t->hosts) {
+    auto l = FabricLink::create(f, h, host_gid(h));
+    ASSERT_TRUE(l.ok());
+    links.push_back(std::move(*l));
+  }
+  EXPECT_TRUE(links[0]->carries_roce_v1());
+
+  wire::TransportHeaders h;
+  h.bth.opcode = wire::op::kRcSendOnly;
+  h.bth.dest_qp = 17;
+  static const uint8_t data[8] = {1, 2, 3, 4, 5, 6, 7, 8};
+  auto send = [&](HostId to, bool v1) {
+    wire::AddressVector av;
+    av.dgid = host_gid(to);
+    av.roce_v1 = v1;
+    av.flow_label = 0x321;
+    wire::TxPacket p;
+    p.header_len = wire::write_transport_headers(h, p.header);
+    p.payload[0] = {data, 8};
+    p.payload_parts = 1;
+    p.payload_len = 8;
+    p.dest = &av;
+    links[0]->transmit(p);
+  };
+  send(b, true);
+  send(far, true);
+  send(far, false);
+  loop.run_until(kNever);
+  EXPECT_EQ(links[0]->counters().tx_packets, 2u);
+  EXPECT_EQ(links[0]->counters().tx_errors, 1u);
+  EXPECT_EQ(f.counters().refused_v1_off_segment, 1u);
+  std::vector<std::pair<HostId, bool>> got;
+  for (HostId to : {b, far}) {
+    links[to]->poll(
+        [&](const wire::RxPacket& rx) {
+          got.emplace_back(to, rx.roce_v1);
+          EXPECT_EQ(rx.sgid, host_gid(a));
+          EXPECT_EQ(rx.payload.size(), 8u);
+          EXPECT_EQ(rx.flow_label, rx.roce_v1 ? 0x321u : 0u);
+        },
+        16);
+  }
+  EXPECT_EQ(got, (std::vector<std::pair<HostId, bool>>{{b, true}, {far, false}}));
+  EXPECT_EQ(links[1]->counters().rx_bytes, 40u + 12 + 8 + 4);  // GRH, BTH, payload, ICRC
 }
 
 TEST(FabricTopology, DumbbellBottleneckSetsTheRate) {

@@ -1,6 +1,7 @@
 // The raw Ethernet link's frames, without a socket: what build_frame() writes for RoCEv2 and RoCE
-// v1, with and without 802.1Q (PCP from the traffic class), and what receive_frame() makes of
-// frames, good and bad, and how it counts them (link.h's LinkCounters meaning).
+// v1, with and without 802.1Q (PCP from the service level or traffic class), and what
+// receive_frame() makes of frames, good and bad, and how it counts them (link.h's LinkCounters
+// meaning).
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -77,6 +78,19 @@ TEST(RawLinkFrame, RoceV1FrameWithVlanTagsPcpFromTrafficClass) {
   EXPECT_EQ(p->packet.grh.payload_length, 12 + 5 + 3 + 4);
   ASSERT_EQ(p->packet.transport.payload.size(), 5u);
   EXPECT_EQ(p->packet.transport.payload[4], 5);
+}
+
+TEST(RawLinkFrame, PcpIsTheServiceLevelWhenSetElseTheClassSelector) {
+  wire::AddressVector av;
+  av.traffic_class = 0x68;  // DSCP 26: class selector 3
+  EXPECT_EQ(RawLink::priority_code_point(av), 3);
+  av.service_level = 5;
+  EXPECT_EQ(RawLink::priority_code_point(av), 5);
+  av.service_level = 14;  // SLs are 4 bits, priorities 3
+  EXPECT_EQ(RawLink::priority_code_point(av), 6);
+  av.service_level = 0;
+  av.traffic_class = 0;
+  EXPECT_EQ(RawLink::priority_code_point(av), 0);
 }
 
 TEST(RawLinkFrame, AnAddressVectorAsksForV1) {

@@ -44,5 +44,23 @@ TEST(WireGrh, Ipv6SenderGetsTheIpv6Header) {
   EXPECT_EQ(build_ud_grh(src), expect);
 }
 
+TEST(WireGrh, RoceV1PacketGetsItsOwnGrhWhateverTheGidKind) {
+  GrhSource src;
+  src.sgid = gid_from_ipv4({198, 18, 0, 1});  // IPv4-mapped GIDs still get the GRH layout
+  src.dgid = gid_from_ipv4({198, 18, 0, 2});
+  src.traffic_class = 0x8a;
+  src.hop_limit = 1;
+  src.udp_length = 100;  // as if there were a UDP header: the GRH's payload starts at the BTH
+  src.roce_v1 = true;
+  src.flow_label = 0xabcde;
+  const std::array<uint8_t, 40> expect = {
+      0x68, 0xaa, 0xbc, 0xde,  // version 6, traffic class 0x8a, flow label 0xabcde
+      0x00, 0x5c, 0x1b, 0x01,  // payload length 92 (BTH to ICRC), next header BTH, hop limit 1
+      0,    0,    0,    0,    0, 0, 0, 0, 0, 0, 0xff, 0xff, 198, 18, 0, 1,  // source GID
+      0,    0,    0,    0,    0, 0, 0, 0, 0, 0, 0xff, 0xff, 198, 18, 0, 2,  // destination GID
+  };
+  EXPECT_EQ(build_ud_grh(src), expect);
+}
+
 }  // namespace
 }  // namespace uroce::wire

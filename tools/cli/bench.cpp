@@ -573,6 +573,7 @@ NodeOptions node_options(const BenchOptions& o, const BenchParams& p) {
   n.link = o.link;
   n.roce_v1 = o.roce_v1;
   n.vlan_id = o.vlan_id;
+  n.raw_unbatched = o.raw_unbatched;
   n.congestion = o.congestion;
   n.loss_recovery = o.loss_recovery;
   n.write_segments = o.write_segments;

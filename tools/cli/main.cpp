@@ -78,6 +78,8 @@ void add_bench(CLI::App& app, BenchCli& b) {
   c->add_flag("--roce-v1", b.o.roce_v1, "raw link: send RoCE v1 (EtherType 0x8915) frames");
   c->add_option("--vlan", b.o.vlan_id, "raw link: tag frames with this 802.1Q VLAN ID")
       ->check(CLI::Range(0, 4095));
+  c->add_flag("--raw-unbatched", b.o.raw_unbatched,
+              "raw link: a send() / recv() per frame instead of sendmmsg / recvmmsg batches");
   c->add_option("--pcap", b.o.pcap_path, "capture every frame sent and received to FILE");
   c->add_flag("--stats", b.o.print_counters, "print both sides' counters at the end");
   c->add_option("--stats-file", b.o.stats_path, "write both sides' counters to FILE (uroce stat)");

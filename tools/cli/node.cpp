@@ -31,6 +31,10 @@ std::unique_ptr<Node> Node::open(const NodeOptions& options, std::string& error)
   no.link.address = options.address;
   no.link.raw.roce_v1 = options.roce_v1;
   if (options.vlan_id >= 0) no.link.raw.vlan_id = static_cast<uint16_t>(options.vlan_id);
+  if (options.raw_unbatched) {
+    no.link.raw.mmsg = false;
+    no.link.raw.tx_batch = 1;
+  }
   no.link.pcap_path = options.pcap_path;
   no.device.name = "uroce0";
   no.device.port.active_mtu = Mtu::k4096;

@@ -25,10 +25,11 @@ struct NodeOptions {
   uint8_t retry_cnt = 7;
   uint8_t rnr_retry = 7;  // 7 = infinite (IBA 9.7.5.2.8)
   uint8_t max_rd_atomic = 16;
-  std::string pcap_path;     // empty: no capture
-  std::string link = "udp";  // udp | raw (link/factory.h)
-  bool roce_v1 = false;      // raw link: RoCE v1 frames
-  int vlan_id = -1;          // raw link: 802.1Q VLAN ID; -1: untagged
+  std::string pcap_path;       // empty: no capture
+  std::string link = "udp";    // udp | raw (link/factory.h)
+  bool roce_v1 = false;        // raw link: RoCE v1 frames
+  int vlan_id = -1;            // raw link: 802.1Q VLAN ID; -1: untagged
+  bool raw_unbatched = false;  // raw link: a system call per frame (RawLinkOptions::mmsg off)
   // Per-QP switches (verbs::QpInitAttr): DCQCN off by default; selective repeat needs both ends.
   CongestionConfig congestion;
   LossRecovery loss_recovery = LossRecovery::kGoBackN;

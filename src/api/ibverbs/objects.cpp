@@ -14,6 +14,7 @@
 #include "api/ibverbs/config.h"
 #include "api/ibverbs/context_state.h"
 #include "api/ibverbs/runtime.h"
+#include "wire/packet.h"
 
 #undef ibv_reg_mr
 #undef ibv_reg_mr_iova
@@ -229,9 +230,13 @@ constexpr uint8_t kSlRoceUdp = 0x8;
 constexpr uint8_t kSlRoceV2Ipv6 = kSlRoceUdp | 0x1;
 constexpr uint8_t kSlRoceV2Ipv4 = kSlRoceUdp | 0x2;
 
-// `grh_sl`: the CQ's wc.sl for completions with a GRH area (kSlRoceV2Ipv4 / kSlRoceV2Ipv6).
+// A RoCE v1 packet has no UDP header and a GRH for its L3 header (type 0): wc.sl 0.
+constexpr uint8_t kSlRoceV1 = 0x0;
+
+// `grh_sl`: the CQ's wc.sl for RoCEv2 completions with a GRH area (kSlRoceV2Ipv4 / _Ipv6).
 uint8_t wc_sl(const t::Completion& c, uint8_t grh_sl) {
-  return (c.wc_flags & t::kWcGrh) ? grh_sl : c.sl;
+  if (!(c.wc_flags & t::kWcGrh)) return c.sl;
+  return c.roce_v1 ? kSlRoceV1 : grh_sl;
 }
 
 void to_ibv(const t::Completion& c, uint8_t grh_sl, ibv_wc* wc) {
@@ -1033,14 +1038,17 @@ UROCE_IBV_EXPORT int ibv_destroy_ah(ibv_ah* ah) {
 
 // RoCE needs the GRH the responder placed in the first 40 bytes of the receive buffer (IBA
 // 11.4.1.1). For RoCEv2 over IPv4 that area holds the IPv4 header in its last 20 bytes (as
-// Linux and rdma-core lay it out); otherwise it is an IPv6-format GRH.
+// Linux and rdma-core lay it out), after 20 zero bytes; otherwise it is an IPv6-format header:
+// RoCEv2 over IPv6 (next header UDP) or a RoCE v1 GRH (next header 0x1B), whose reply must go
+// back as v1 (the GID table's v1 entry).
 UROCE_IBV_EXPORT int ibv_init_ah_from_wc(ibv_context* context, uint8_t port_num, ibv_wc* wc,
                                          ibv_grh* grh, ibv_ah_attr* ah_attr) {
   if (!context || !wc || !grh || !ah_attr || port_num != 1) return EINVAL;
   if (!(wc->wc_flags & IBV_WC_GRH)) return EINVAL;
   std::memset(ah_attr, 0, sizeof *ah_attr);
   const auto* raw = reinterpret_cast<const uint8_t*>(grh);
-  if ((raw[20] >> 4) == 4) {
+  const bool ipv6_layout = (raw[0] >> 4) == 6;
+  if (!ipv6_layout && (raw[20] >> 4) == 4) {
     uint8_t mapped[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
     std::memcpy(mapped + 12, raw + 20 + 12, 4);  // IPv4 source address
     std::memcpy(ah_attr->grh.dgid.raw, mapped, 16);
@@ -1052,7 +1060,8 @@ UROCE_IBV_EXPORT int ibv_init_ah_from_wc(ibv_context* context, uint8_t port_num,
     ah_attr->grh.traffic_class = static_cast<uint8_t>((vtf >> 20) & 0xff);
   }
   ah_attr->grh.hop_limit = 0xff;
-  ah_attr->grh.sgid_index = 0;
+  ah_attr->grh.sgid_index =
+      ipv6_layout && grh->next_hdr == uroce::wire::kGrhNextHeaderIba ? v::kGidIndexRoceV1 : 0;
   ah_attr->is_global = 1;
   ah_attr->dlid = wc->slid;
   ah_attr->sl = wc->sl;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "api/ibverbs/config.h"
@@ -42,6 +43,20 @@ Result<api::LinkKind> link_kind_from_env() {
   if (auto kind = api::parse_link_kind(s)) return *kind;
   static std::once_flag said;
   std::call_once(said, [s] { std::fprintf(stderr, "uroce: UROCE_LINK: unknown link '%s'\n", s); });
+  return Err(EINVAL);
+}
+
+// UROCE_VLAN=ID (0..4095): on the raw link, tag every frame with this 802.1Q VLAN ID (0: a
+// priority tag only), its PCP from the path's service level (docs/links.md). Unset: untagged. A
+// bad value fails the open (EINVAL, said once on stderr), like a bad UROCE_LINK.
+Result<std::optional<uint16_t>> vlan_from_env() {
+  const char* s = std::getenv("UROCE_VLAN");
+  if (s == nullptr || *s == '\0') return std::optional<uint16_t>{};
+  char* end = nullptr;
+  const unsigned long v = std::strtoul(s, &end, 10);
+  if (end && *end == '\0' && v <= 0xfff) return std::optional<uint16_t>{static_cast<uint16_t>(v)};
+  static std::once_flag said;
+  std::call_once(said, [s] { std::fprintf(stderr, "uroce: UROCE_VLAN: bad VLAN ID '%s'\n", s); });
   return Err(EINVAL);
 }
 
@@ -122,6 +137,9 @@ Result<std::shared_ptr<Runtime>> Runtime::acquire(Device* device) {
   if (!kind) return Err(kind.error());
   o.link.kind = *kind;
   o.link.address = device->config->address;
+  auto vlan = vlan_from_env();
+  if (!vlan) return Err(vlan.error());
+  o.link.raw.vlan_id = *vlan;
   o.device = verbs_config(*device);
   // Application threads post and poll between passes (drive()), so a pass sends first: a reply
   // posted after a poll leaves at once and carries the ACK of what it answers in the same send.
