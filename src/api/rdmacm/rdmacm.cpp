@@ -63,7 +63,10 @@ struct DeviceEntry {
   uint8_t mtu = IBV_MTU_1024;
   uint8_t max_responder_resources = 1;  // the device's max_qp_rd_atom
   uint8_t max_initiator_depth = 1;      // its max_qp_init_rd_atom
-  ibv_pd* pd = nullptr;                 // rdma_create_qp's PD when the program passes none
+  // The device's protection domain, every id's `pd` once it has a device (as rdma-core's
+  // ucma_get_device): rdma_create_qp's when the program passes none, and the one UCX's rdmacm
+  // component creates its placeholder UD QPs on.
+  ibv_pd* pd = nullptr;
 };
 
 struct Pending {
@@ -265,6 +268,7 @@ void on_cm_event(int dev, cm::CmEvent&& e) {
     auto cma = wire::parse_cma_header(e.private_data);
     auto* child = new Id;
     child->pub.verbs = g_devices[dev].ctx;
+    child->pub.pd = g_devices[dev].pd;
     child->pub.context = listen->pub.context;
     child->pub.ps = listen->pub.ps;
     child->pub.port_num = 1;
@@ -404,6 +408,11 @@ int init_devices() {
       ibv_close_device(ctx);  // its address is served by another process, or not this host's
       continue;
     }
+    d.pd = ibv_alloc_pd(ctx);
+    if (d.pd == nullptr) {
+      ibv_close_device(ctx);
+      continue;
+    }
     std::memcpy(d.gid.data(), gid.raw, 16);
     d.addr = addr_of(d.gid, 0);
     d.mtu = static_cast<uint8_t>(port.active_mtu);
@@ -414,7 +423,10 @@ int init_devices() {
   ibv_free_device_list(list);
   std::lock_guard lock(g_mu);
   if (g_initialized) {  // another thread got there first
-    for (DeviceEntry& d : found) ibv_close_device(d.ctx);
+    for (DeviceEntry& d : found) {
+      ibv_dealloc_pd(d.pd);
+      ibv_close_device(d.ctx);
+    }
     return g_init_error;
   }
   g_devices = std::move(found);
@@ -687,6 +699,7 @@ UROCE_RDMACM_EXPORT int rdma_bind_addr(rdma_cm_id* cm_id, sockaddr* addr) {
   if (dev >= 0) {
     id->device = dev;
     id->pub.verbs = g_devices[dev].ctx;
+    id->pub.pd = g_devices[dev].pd;
     id->pub.port_num = 1;
   }
   return 0;
@@ -711,6 +724,7 @@ UROCE_RDMACM_EXPORT int rdma_resolve_addr(rdma_cm_id* cm_id, sockaddr* src, sock
     id->bound = true;
     id->device = dev;
     id->pub.verbs = g_devices[dev].ctx;
+    id->pub.pd = g_devices[dev].pd;
     id->pub.port_num = 1;
     id->state = IdState::kAddrResolved;
     Pending p;
@@ -788,25 +802,7 @@ UROCE_RDMACM_EXPORT int rdma_create_qp(rdma_cm_id* cm_id, ibv_pd* pd, ibv_qp_ini
   if (cm_id == nullptr || attr == nullptr) return fail(EINVAL);
   Id* id = from(cm_id);
   if (id->device < 0 || id->pub.verbs == nullptr) return fail(EINVAL);
-  if (pd == nullptr) pd = id->pub.pd;
-  if (pd == nullptr) {
-    std::unique_lock lock(g_mu);
-    DeviceEntry& d = g_devices[id->device];
-    if (d.pd == nullptr) {
-      lock.unlock();
-      ibv_pd* fresh = ibv_alloc_pd(id->pub.verbs);
-      if (fresh == nullptr) return -1;
-      lock.lock();
-      if (d.pd == nullptr) {
-        d.pd = fresh;
-      } else {
-        lock.unlock();
-        ibv_dealloc_pd(fresh);
-        lock.lock();
-      }
-    }
-    pd = d.pd;
-  }
+  if (pd == nullptr) pd = id->pub.pd ? id->pub.pd : g_devices[id->device].pd;
   if (pd->context != id->pub.verbs) return fail(EINVAL);
   ibv_qp_init_attr a = *attr;
   // rdma-core makes the CQs (with completion channels) the program did not pass.
