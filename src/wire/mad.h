@@ -58,6 +58,9 @@ inline constexpr uint32_t kRejAriBytes = 72, kSidrRepInfoBytes = 72;
 
 // REQ transport service type (byte 43, bits 2:1).
 enum class CmTransport : uint8_t { kRc = 0, kUc = 1, kRd = 2, kExtended = 3 };
+// The REQ's extended transport type under CmTransport::kExtended (IBA 12.6.5, Linux's
+// cm_req_set_qp_type): 1 = XRC.
+inline constexpr uint8_t kExtendedTransportXrc = 1;
 
 // One path of a REQ (primary or alternate), bytes 52..95 or 96..139 of the message.
 struct CmPath {

@@ -2,7 +2,11 @@
 # Middleware over rdma_cm between two processes with their own uroce devices on two loopback
 # addresses (docs/cm.md), each program unmodified:
 #   qperf -cm1 rc_bw rc_lat: qperf's RC tests with the connection set up by rdma_cm (its control
-#     channel is TCP; each side reports a figure in qperf's format).
+#     channel is TCP; each side reports a figure in qperf's format);
+#   rdma_xserver / rdma_xclient (rdmacm-utils), RC and XRC: the synchronous API with an SRQ on the
+#     id (rdma_create_srq: an XRC SRQ in the device's XRC domain), an XRC_RECV QP from
+#     rdma_get_request, a REQ of extended transport type XRC, the SRQ number in the REP's private
+#     data read from id->event, 16 inline bytes sent to it; both sides end with status 0.
 set -uo pipefail
 source "$(dirname "$0")/abi_lib.sh" "$1"
 S=127.0.143.2 C=127.0.143.1
@@ -41,5 +45,20 @@ PY
   echo "ok   qperf -cm1 rc_bw rc_lat"
 else
   echo "skip qperf: not installed (Debian package qperf)"
+fi
+# ---- rdma_xserver / rdma_xclient ------------------------------------------------------------------
+if command -v rdma_xserver >/dev/null; then
+  for mode in r x; do
+    serve xsrv$mode rdma_xserver -p 7481 -c $mode
+    client xsrv$mode rdma_xclient -s $S -p 7481 -c $mode
+    server_rc
+    [[ $CLIENT_RC == 0 && $src == 0 ]] || { show xsrv$mode; abi_fail "rdma_xserver -c $mode: client $CLIENT_RC, server $src"; }
+    diff <(printf 'rdma_xclient: start\nrdma_xclient: end 0\n') "$ABI_TMP/xsrv$mode.client" >&2 &&
+      diff <(printf 'rdma_xserver: start\nrdma_xserver: end 0\n') "$ABI_TMP/xsrv$mode.server" >&2 ||
+      { show xsrv$mode; abi_fail "rdma_xserver -c $mode: output"; }
+    echo "ok   rdma_xserver / rdma_xclient -c $mode: end 0"
+  done
+else
+  echo "skip rdma_xserver: not installed (Debian package rdmacm-utils)"
 fi
 echo "PASS"

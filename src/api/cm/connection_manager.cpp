@@ -282,6 +282,7 @@ Result<ConnId> ConnectionManager::connect(const ConnectParams& p, Nanos now) {
   req.initiator_depth = p.initiator_depth;
   req.remote_cm_response_timeout = config_.cm_response_timeout;
   req.transport = p.transport;
+  req.extended_transport = p.extended_transport;
   req.starting_psn = p.starting_psn & 0xffffff;
   req.local_cm_response_timeout = config_.cm_response_timeout;
   req.retry_count = p.retry_count;
@@ -582,7 +583,9 @@ void ConnectionManager::on_req(const Gid& peer, const MadHeader& h, const CmReq&
              rej_reason::kInvalidServiceId, {});
     return;
   }
-  if (m.transport != CmTransport::kRc && m.transport != CmTransport::kUc) {
+  const bool xrc =
+      m.transport == CmTransport::kExtended && m.extended_transport == wire::kExtendedTransportXrc;
+  if (m.transport != CmTransport::kRc && m.transport != CmTransport::kUc && !xrc) {
     send_rej(peer, h.transaction_id, 0, m.local_comm_id, CmMessageRef::kReq,
              rej_reason::kInvalidTransportType, {});
     return;

@@ -85,6 +85,7 @@ struct ConnectParams {
   uint32_t qpn = 0;
   uint32_t starting_psn = 0;
   wire::CmTransport transport = wire::CmTransport::kRc;
+  uint8_t extended_transport = 0;  // with kExtended: wire::kExtendedTransportXrc
   uint8_t responder_resources = 0;
   uint8_t initiator_depth = 0;
   uint8_t retry_count = 7;

@@ -1,5 +1,5 @@
-// The librdmacm calls uroce does not implement yet (docs/cm.md lists them): rsockets, SRQs on an
-// id, multicast, ECE, migrate_id and rdma_create_qp_ex. Each fails with -1 (NULL for pointers)
+// The librdmacm calls uroce does not implement yet (docs/cm.md lists them): rsockets, multicast
+// and ECE. Each fails with -1 (NULL for pointers)
 // and errno EOPNOTSUPP, as the stand-in this library replaced did, so a program reports a clean
 // error.
 #if __has_include(<rdma/rdma_cma.h>)
@@ -47,16 +47,6 @@ UROCE_STUB_EXPORT int rclose(int) {
 UROCE_STUB_EXPORT int rconnect(int, const sockaddr*, socklen_t) {
   return fail_int();
 }
-UROCE_STUB_EXPORT int rdma_create_qp_ex(rdma_cm_id*, ibv_qp_init_attr_ex*) {
-  return fail_int();
-}
-UROCE_STUB_EXPORT int rdma_create_srq(rdma_cm_id*, ibv_pd*, ibv_srq_init_attr*) {
-  return fail_int();
-}
-UROCE_STUB_EXPORT int rdma_create_srq_ex(rdma_cm_id*, ibv_srq_init_attr_ex*) {
-  return fail_int();
-}
-UROCE_STUB_EXPORT void rdma_destroy_srq(rdma_cm_id*) {}
 UROCE_STUB_EXPORT int rdma_get_remote_ece(rdma_cm_id*, ibv_ece*) {
   return fail_int();
 }
