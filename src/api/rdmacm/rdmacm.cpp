@@ -132,6 +132,9 @@ struct Id {
   // Events handed to the program and not acked yet: rdma_destroy_id waits for them, as
   // rdma-core's does, so a thread still handling one never sees the id freed under it.
   uint32_t events_out = 0;  // guarded by g_mu
+  // rdma_set_local_ece's options. uroce's CM does not carry ECE (its devices have none, as rxe):
+  // they are kept for the program and no peer ever reports any (rdma_get_remote_ece).
+  ibv_ece local_ece{};
 };
 
 std::mutex g_mu;
@@ -1374,6 +1377,23 @@ UROCE_RDMACM_EXPORT int rdma_get_request(rdma_cm_id* listen, rdma_cm_id** out) {
     *out = e->id;
     return 0;
   }
+}
+
+// ECE as rdma-core's librdmacm: local options only on an id without a QP (whose provider's
+// would be used instead), a vendor ID and no comp_mask; the remote ones are what the peer's CM
+// message carried, which from uroce is always none (vendor ID 0), as from a device without ECE.
+UROCE_RDMACM_EXPORT int rdma_set_local_ece(rdma_cm_id* cm_id, ibv_ece* ece) {
+  if (cm_id == nullptr || cm_id->qp != nullptr || ece == nullptr || ece->vendor_id == 0 ||
+      ece->comp_mask != 0)
+    return fail(EINVAL);
+  from(cm_id)->local_ece = *ece;
+  return 0;
+}
+
+UROCE_RDMACM_EXPORT int rdma_get_remote_ece(rdma_cm_id* cm_id, ibv_ece* ece) {
+  if (cm_id == nullptr || cm_id->qp != nullptr || ece == nullptr) return fail(EINVAL);
+  *ece = ibv_ece{};
+  return 0;
 }
 
 UROCE_RDMACM_EXPORT ibv_context** rdma_get_devices(int* num_devices) {

@@ -1,5 +1,5 @@
 // The librdmacm calls uroce does not implement yet (docs/cm.md lists them): rsockets, multicast
-// and ECE. Each fails with -1 (NULL for pointers)
+// and rdma_reject_ece. Each fails with -1 (NULL for pointers)
 // and errno EOPNOTSUPP, as the stand-in this library replaced did, so a program reports a clean
 // error.
 #if __has_include(<rdma/rdma_cma.h>)
@@ -47,9 +47,6 @@ UROCE_STUB_EXPORT int rclose(int) {
 UROCE_STUB_EXPORT int rconnect(int, const sockaddr*, socklen_t) {
   return fail_int();
 }
-UROCE_STUB_EXPORT int rdma_get_remote_ece(rdma_cm_id*, ibv_ece*) {
-  return fail_int();
-}
 UROCE_STUB_EXPORT int rdma_join_multicast(rdma_cm_id*, sockaddr*, void*) {
   return fail_int();
 }
@@ -60,9 +57,6 @@ UROCE_STUB_EXPORT int rdma_leave_multicast(rdma_cm_id*, sockaddr*) {
   return fail_int();
 }
 UROCE_STUB_EXPORT int rdma_reject_ece(rdma_cm_id*, const void*, uint8_t) {
-  return fail_int();
-}
-UROCE_STUB_EXPORT int rdma_set_local_ece(rdma_cm_id*, ibv_ece*) {
   return fail_int();
 }
 UROCE_STUB_EXPORT int rfcntl(int, int, ...) {
