@@ -128,7 +128,8 @@ namespace rej_reason {
 inline constexpr uint16_t kNoQp = 1, kNoEec = 2, kNoResources = 3, kTimeout = 4,
                           kUnsupportedReq = 5, kInvalidCommId = 6, kInvalidCommInstance = 7,
                           kInvalidServiceId = 8, kInvalidTransportType = 9, kStaleConn = 10,
-                          kRdcNotExist = 11, kConsumerDefined = 28, kInvalidClassVersion = 31;
+                          kRdcNotExist = 11, kConsumerDefined = 28, kInvalidClassVersion = 31,
+                          kVendorOptionNotSupported = 35;
 }
 
 struct CmRej {

@@ -262,6 +262,23 @@ TEST(CmStateMachine, ConsumerRejectCarriesReason28AndPrivateData) {
   EXPECT_EQ(p.b.cm.connections(), 0u);
 }
 
+// rdma_reject_ece: the same REJ with reason 35 (vendor option not supported).
+TEST(CmStateMachine, RejectWithAnotherReasonSendsIt) {
+  Pair p;
+  Channel ch(p.a, p.b);
+  ASSERT_TRUE(p.b.cm.listen(kService).ok());
+  p.b.on_event = [](Node& n, const CmEvent& e, Nanos now) {
+    if (e.type == E::kConnectRequest) {
+      EXPECT_EQ(n.cm.reject(e.conn, {}, now, rej_reason::kVendorOptionNotSupported), 0);
+    }
+  };
+  ASSERT_TRUE(p.a.cm.connect(to_b(), 0).ok());
+  ch.run(10 * kMs);
+  ASSERT_EQ(p.a.types(), (Events{E::kRejected}));
+  EXPECT_EQ(p.a.events[0].status, 35);
+  EXPECT_EQ(p.b.sent, (std::vector<std::string>{"REJ"}));
+}
+
 TEST(CmStateMachine, LostReqIsRetransmitted) {
   Pair p;
   Channel ch(p.a, p.b);

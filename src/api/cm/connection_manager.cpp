@@ -341,7 +341,8 @@ int ConnectionManager::establish(ConnId id, std::span<const uint8_t> private_dat
   return 0;
 }
 
-int ConnectionManager::reject(ConnId id, std::span<const uint8_t> private_data, Nanos) {
+int ConnectionManager::reject(ConnId id, std::span<const uint8_t> private_data, Nanos,
+                              uint16_t reason) {
   Conn* c = find(id);
   if (!c) return ENOENT;
   if (private_data.size() > kRejPrivateBytes) return EINVAL;
@@ -352,8 +353,7 @@ int ConnectionManager::reject(ConnId id, std::span<const uint8_t> private_data, 
     what = CmMessageRef::kRep;
   else
     return EINVAL;
-  send_rej(c->peer, c->transaction_id, c->id, c->remote_comm_id, what, rej_reason::kConsumerDefined,
-           private_data);
+  send_rej(c->peer, c->transaction_id, c->id, c->remote_comm_id, what, reason, private_data);
   erase(id);
   return 0;
 }

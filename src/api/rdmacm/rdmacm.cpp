@@ -1162,6 +1162,24 @@ UROCE_RDMACM_EXPORT int rdma_reject(rdma_cm_id* cm_id, const void* private_data,
   return 0;
 }
 
+// As rdma-core: a connection request refused for its ECE options, REJ reason 35 (vendor option
+// not supported). Only a connection (not a SIDR request) can be rejected so.
+UROCE_RDMACM_EXPORT int rdma_reject_ece(rdma_cm_id* cm_id, const void* private_data,
+                                        uint8_t private_data_len) {
+  if (cm_id == nullptr || private_data_len > wire::kRejPrivateBytes) return fail(EINVAL);
+  Id* id = from(cm_id);
+  std::lock_guard lock(g_mu);
+  if (!id->conn || id->device < 0 || id->sidr) return fail(EINVAL);
+  std::span<const uint8_t> pd;
+  if (private_data_len) pd = {static_cast<const uint8_t*>(private_data), private_data_len};
+  if (int err = g_devices[id->device].cm->reject_with_reason(
+          *id->conn, wire::rej_reason::kVendorOptionNotSupported, pd))
+    return fail(err);
+  forget_conn(id);
+  id->state = IdState::kDisconnected;
+  return 0;
+}
+
 UROCE_RDMACM_EXPORT int rdma_establish(rdma_cm_id* cm_id) {
   if (cm_id == nullptr) return fail(EINVAL);
   Id* id = from(cm_id);

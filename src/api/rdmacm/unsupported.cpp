@@ -1,5 +1,5 @@
-// The librdmacm calls uroce does not implement yet (docs/cm.md lists them): rsockets, multicast
-// and rdma_reject_ece. Each fails with -1 (NULL for pointers)
+// The librdmacm calls uroce does not implement yet (docs/cm.md lists them): rsockets and
+// multicast. Each fails with -1 (NULL for pointers)
 // and errno EOPNOTSUPP, as the stand-in this library replaced did, so a program reports a clean
 // error.
 #if __has_include(<rdma/rdma_cma.h>)
@@ -54,9 +54,6 @@ UROCE_STUB_EXPORT int rdma_join_multicast_ex(rdma_cm_id*, rdma_cm_join_mc_attr_e
   return fail_int();
 }
 UROCE_STUB_EXPORT int rdma_leave_multicast(rdma_cm_id*, sockaddr*) {
-  return fail_int();
-}
-UROCE_STUB_EXPORT int rdma_reject_ece(rdma_cm_id*, const void*, uint8_t) {
   return fail_int();
 }
 UROCE_STUB_EXPORT int rfcntl(int, int, ...) {
