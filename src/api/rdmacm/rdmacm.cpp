@@ -1357,6 +1357,8 @@ UROCE_RDMACM_EXPORT int rdma_destroy_id(rdma_cm_id* cm_id) {
 UROCE_RDMACM_EXPORT int rdma_migrate_id(rdma_cm_id* cm_id, rdma_event_channel* channel) {
   if (cm_id == nullptr) return fail(EINVAL);
   Id* id = from(cm_id);
+  // A synchronous id's last event is the library's (wait_for): acked first, as rdma-core does.
+  if (id->sync && id->pub.event) rdma_ack_cm_event(id->pub.event);
   std::unique_lock lock(g_mu);
   g_acked.wait(lock, [id] { return id->events_out == 0; });
   Channel* old = id->channel;
