@@ -29,7 +29,7 @@ if command -v qperf >/dev/null; then
   # in qperf's rdma.c), so a REQ that comes first gets REJ 8 from uroce's CM, as it would from the
   # kernel's (where the window is far shorter than a loaded machine's scheduling delay). A run
   # rejected that way is retried.
-  for try in 1 2 3 4 5; do
+  for _ in 1 2 3 4 5; do
     CLIENT_RC=0
     UROCE_DEVICES="urocec=$C" timeout -k 5 40 qperf -lp $QPERF_PORT -cm1 -t 1 $S rc_bw rc_lat \
       >"$ABI_TMP/qperf.client" 2>&1 || CLIENT_RC=$?
