@@ -216,7 +216,7 @@ struct DeviceAttr {
   uint32_t max_sge = transport::kMaxSge;
   uint32_t max_sge_rd = transport::kMaxSge;
   uint32_t max_cq = 1024;
-  uint32_t max_cqe = 65536;
+  uint32_t max_cqe = 1u << 20;
   uint32_t max_mr = 4096;
   uint32_t max_pd = 1024;
   uint32_t max_qp_rd_atom = 16;

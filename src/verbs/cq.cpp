@@ -1,6 +1,8 @@
 #include "verbs/cq.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <new>
 
 #include "common/check.h"
 #include "verbs/device.h"
@@ -8,7 +10,10 @@
 namespace uroce::verbs {
 
 CompletionQueue::CompletionQueue(Context& ctx, uint32_t capacity, CompletionChannel* channel)
-    : ctx_(ctx), channel_(channel), ring_(capacity), capacity_(capacity) {
+    : ctx_(ctx),
+      channel_(channel),
+      ring_(std::min(capacity, kInitialStorage)),
+      capacity_(capacity) {
   UROCE_CHECK(capacity > 0 && (capacity & (capacity - 1)) == 0);
   if (channel_) channel_->users_.fetch_add(1);
 }
@@ -29,7 +34,12 @@ bool CompletionQueue::push(const Completion& c) {
   bool notify = false;
   {
     std::lock_guard lock(mu_);
-    if (error_.load(std::memory_order_relaxed) || tail_ - head_ == ring_.size()) {
+    const uint64_t queued = tail_ - head_;
+    bool refused = error_.load(std::memory_order_relaxed) ||
+                   queued == capacity_.load(std::memory_order_relaxed);
+    // Full storage below the CQ's size grows; an allocation that fails counts as an overrun.
+    if (!refused && queued == ring_.size()) refused = !regrow_locked(ring_.size() * 2);
+    if (refused) {
       ++lost_;
       if (!error_.exchange(true)) {
         // The first overrun: the CQ enters the error state and the consumer hears about it once
@@ -88,19 +98,31 @@ int CompletionQueue::req_notify(bool solicited_only) {
   return 0;
 }
 
-int CompletionQueue::resize(uint32_t cqe) {
-  if (cqe == 0 || cqe > ctx_.dev_.attr().max_cqe) return EINVAL;
-  uint32_t capacity = 1;
-  while (capacity < cqe) capacity <<= 1;
-  // Allocated before taking the lock, so pushes from the progress engine wait only for the copy.
-  std::vector<Completion> ring(capacity);
-  std::lock_guard lock(mu_);
+bool CompletionQueue::regrow_locked(size_t size) {
+  std::vector<Completion> ring;
+  try {
+    ring.resize(size);
+  } catch (const std::bad_alloc&) {
+    return false;
+  }
   const uint64_t queued = tail_ - head_;
-  if (queued > cqe) return EINVAL;  // the request, not its rounding (rdma-core rxe)
   for (uint64_t i = 0; i < queued; ++i) ring[i] = ring_[(head_ + i) & (ring_.size() - 1)];
   ring_.swap(ring);
   head_ = 0;
   tail_ = queued;
+  return true;
+}
+
+int CompletionQueue::resize(uint32_t cqe) {
+  if (cqe == 0 || cqe > ctx_.dev_.attr().max_cqe) return EINVAL;
+  uint32_t capacity = 1;
+  while (capacity < cqe) capacity <<= 1;
+  std::lock_guard lock(mu_);
+  const uint64_t queued = tail_ - head_;
+  if (queued > cqe) return EINVAL;  // the request, not its rounding (rdma-core rxe)
+  size_t storage = std::min(capacity, kInitialStorage);
+  while (storage < queued) storage <<= 1;
+  if (storage != ring_.size() && !regrow_locked(storage)) return ENOMEM;
   capacity_.store(capacity, std::memory_order_release);
   return 0;
 }

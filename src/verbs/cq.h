@@ -1,6 +1,9 @@
 #pragma once
 // A completion queue: a ring (a power of two at least as large as requested; resize() replaces it)
-// that the transport pushes into and applications poll, from different threads.
+// that the transport pushes into and applications poll, from different threads. The ring's storage
+// starts small and doubles as completions queue up, to the CQ's size at most: middleware sizes CQs
+// for the worst case (libfabric's ofi_rxm asks for 2^18 entries per endpoint), which a program
+// rarely fills.
 //
 // Overrun (IBA 11.4.2.1): a push into a full CQ is refused, never overwrites, puts the CQ in error
 // and posts IBV_EVENT_CQ_ERR to the context once; the completions already queued stay pollable and
@@ -67,12 +70,19 @@ class CompletionQueue : public transport::CompletionSink {
   CompletionQueue(Context& ctx, uint32_t capacity, CompletionChannel* channel);
 
   enum class Arm : uint8_t { kNone, kNext, kSolicited };
+  // The storage a ring starts with (or its capacity, when smaller).
+  static constexpr uint32_t kInitialStorage = 1024;
+
+  // Moves the queued completions, in order, into storage of `size` entries (>= those queued).
+  // False when the allocation fails (nothing changed).
+  bool regrow_locked(size_t size);
 
   Context& ctx_;
   CompletionChannel* const channel_;
   mutable std::mutex mu_;
-  std::vector<Completion> ring_;    // size is a power of two
-  std::atomic<uint32_t> capacity_;  // ring_.size(), readable without mu_
+  // Storage: a power of two, at most capacity_; doubled by push when full (grow_locked).
+  std::vector<Completion> ring_;
+  std::atomic<uint32_t> capacity_;  // the CQ's size (a power of two), readable without mu_
   uint64_t head_ = 0;               // next to poll
   uint64_t tail_ = 0;               // next to fill
   uint64_t lost_ = 0;

@@ -262,6 +262,14 @@ Result<std::unique_ptr<QueuePair>> ProtectionDomain::create_qp(const QpInitAttr&
   init.cap.max_recv_wr = own_rq ? std::max<uint32_t>(c.max_recv_wr, 1) : 0;
   init.cap.max_send_sge = std::max<uint32_t>(c.max_send_sge, 1);
   init.cap.max_recv_sge = own_rq ? std::max<uint32_t>(c.max_recv_sge, 1) : 0;
+  // As rxe: a send queue entry has room for max_send_sge gather entries (16 bytes each, an
+  // ibv_sge), and inline data may use that room, so at least that much inline data is granted
+  // (rdma-core's rdma_xclient posts 16 inline bytes on a QP that asked for none and one SGE).
+  constexpr uint32_t kSgeBytes = 16;
+  if (init.qp_type != QpType::kXrcRecv) {
+    init.cap.max_inline_data =
+        std::min(d.max_inline_data, std::max(c.max_inline_data, init.cap.max_send_sge * kSgeBytes));
+  }
   // Receive WQEs are allocated now, so they count against the device's total now.
   if (!device().totals_.take_recv_wqes(init.cap.max_recv_wr)) {
     device().release(Device::kQp);

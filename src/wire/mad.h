@@ -58,6 +58,9 @@ inline constexpr uint32_t kRejAriBytes = 72, kSidrRepInfoBytes = 72;
 
 // REQ transport service type (byte 43, bits 2:1).
 enum class CmTransport : uint8_t { kRc = 0, kUc = 1, kRd = 2, kExtended = 3 };
+// The REQ's extended transport type under CmTransport::kExtended (IBA 12.6.5, Linux's
+// cm_req_set_qp_type): 1 = XRC.
+inline constexpr uint8_t kExtendedTransportXrc = 1;
 
 // One path of a REQ (primary or alternate), bytes 52..95 or 96..139 of the message.
 struct CmPath {
@@ -125,7 +128,8 @@ namespace rej_reason {
 inline constexpr uint16_t kNoQp = 1, kNoEec = 2, kNoResources = 3, kTimeout = 4,
                           kUnsupportedReq = 5, kInvalidCommId = 6, kInvalidCommInstance = 7,
                           kInvalidServiceId = 8, kInvalidTransportType = 9, kStaleConn = 10,
-                          kRdcNotExist = 11, kConsumerDefined = 28, kInvalidClassVersion = 31;
+                          kRdcNotExist = 11, kConsumerDefined = 28, kInvalidClassVersion = 31,
+                          kVendorOptionNotSupported = 35;
 }
 
 struct CmRej {

@@ -207,6 +207,41 @@ TEST(CmStateMachine, NoListenerIsRejectedWithInvalidServiceId) {
   EXPECT_EQ(p.b.cm.connections(), 0u);
 }
 
+// XRC (rdma_cm's XRC_SEND ids): the REQ's transport is "extended" with extended type XRC, as
+// Linux's CM sends it; other extended types and RD get REJ invalid transport type.
+TEST(CmStateMachine, XrcReqIsAcceptedOtherTransportsAreRejected) {
+  {
+    Pair p;
+    Channel ch(p.a, p.b);
+    ASSERT_TRUE(p.b.cm.listen(kService).ok());
+    ConnectParams cp = to_b();
+    cp.transport = CmTransport::kExtended;
+    cp.extended_transport = kExtendedTransportXrc;
+    ASSERT_TRUE(p.a.cm.connect(cp, ch.now).ok());
+    ch.run(10 * kMs);
+    EXPECT_EQ(p.a.types(), (Events{E::kConnectResponse, E::kEstablished}));
+    EXPECT_EQ(p.b.types(), (Events{E::kConnectRequest, E::kEstablished}));
+    ASSERT_TRUE(p.b.events[0].req.has_value());
+    EXPECT_EQ(p.b.events[0].req->transport, CmTransport::kExtended);
+    EXPECT_EQ(p.b.events[0].req->extended_transport, kExtendedTransportXrc);
+  }
+  for (auto [transport, extended] :
+       {std::pair{CmTransport::kRd, uint8_t{0}}, std::pair{CmTransport::kExtended, uint8_t{2}}}) {
+    Pair p;
+    Channel ch(p.a, p.b);
+    ASSERT_TRUE(p.b.cm.listen(kService).ok());
+    ConnectParams cp = to_b();
+    cp.transport = transport;
+    cp.extended_transport = extended;
+    ASSERT_TRUE(p.a.cm.connect(cp, ch.now).ok());
+    ch.run(10 * kMs);
+    ASSERT_EQ(p.a.types(), (Events{E::kRejected}));
+    EXPECT_EQ(p.a.events[0].status, rej_reason::kInvalidTransportType);
+    EXPECT_TRUE(p.b.types().empty());
+    EXPECT_EQ(p.b.sent, (std::vector<std::string>{"REJ"}));
+  }
+}
+
 TEST(CmStateMachine, ConsumerRejectCarriesReason28AndPrivateData) {
   Pair p;
   Channel ch(p.a, p.b);
@@ -225,6 +260,23 @@ TEST(CmStateMachine, ConsumerRejectCarriesReason28AndPrivateData) {
   EXPECT_EQ(p.a.events[0].private_data[1], 0xad);
   EXPECT_EQ(p.b.types(), (Events{E::kConnectRequest}));
   EXPECT_EQ(p.b.cm.connections(), 0u);
+}
+
+// rdma_reject_ece: the same REJ with reason 35 (vendor option not supported).
+TEST(CmStateMachine, RejectWithAnotherReasonSendsIt) {
+  Pair p;
+  Channel ch(p.a, p.b);
+  ASSERT_TRUE(p.b.cm.listen(kService).ok());
+  p.b.on_event = [](Node& n, const CmEvent& e, Nanos now) {
+    if (e.type == E::kConnectRequest) {
+      EXPECT_EQ(n.cm.reject(e.conn, {}, now, rej_reason::kVendorOptionNotSupported), 0);
+    }
+  };
+  ASSERT_TRUE(p.a.cm.connect(to_b(), 0).ok());
+  ch.run(10 * kMs);
+  ASSERT_EQ(p.a.types(), (Events{E::kRejected}));
+  EXPECT_EQ(p.a.events[0].status, 35);
+  EXPECT_EQ(p.b.sent, (std::vector<std::string>{"REJ"}));
 }
 
 TEST(CmStateMachine, LostReqIsRetransmitted) {

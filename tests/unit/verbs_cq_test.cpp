@@ -83,6 +83,25 @@ TEST(VerbsCq, OverrunIsRefusedNeverOverwritesAndRaisesCqErrOnce) {
   EXPECT_EQ(cq->lost(), 3u);
 }
 
+// Middleware sizes CQs for the worst case (libfabric's ofi_rxm: 2^18 entries per endpoint); the
+// storage grows as completions queue up, in order across every doubling, to exactly the CQ's size.
+TEST(VerbsCq, ALargeCqFillsInOrderToItsSizeThenOverruns) {
+  FakeWorld w;
+  constexpr uint32_t kCqe = 1u << 18;
+  ASSERT_LE(kCqe, w.device->attr().max_cqe);
+  auto cq = std::move(w.ctx->create_cq(kCqe).value());
+  EXPECT_EQ(cq->cqe(), kCqe);
+  // Polled halfway, so that the ring wraps before it grows.
+  for (uint64_t i = 0; i < 1000; ++i) ASSERT_TRUE(cq->push(wc(i)));
+  std::vector<Completion> out(kCqe + 1);
+  ASSERT_EQ(cq->poll(std::span(out).first(500)), 500u);
+  for (uint64_t i = 1000; i < kCqe + 500; ++i) ASSERT_TRUE(cq->push(wc(i))) << i;
+  EXPECT_FALSE(cq->push(wc(kCqe + 500)));
+  EXPECT_EQ(cq->lost(), 1u);
+  ASSERT_EQ(cq->poll(out), kCqe);
+  for (uint64_t i = 0; i < kCqe; ++i) ASSERT_EQ(out[i].wr_id, i + 500) << i;
+}
+
 TEST(VerbsCq, ReqNotifyNeedsAChannel) {
   FakeWorld w;
   auto cq = std::move(w.ctx->create_cq(4).value());

@@ -96,6 +96,9 @@ int CmPort::establish(ConnId id, std::span<const uint8_t> private_data) {
 int CmPort::reject(ConnId id, std::span<const uint8_t> private_data) {
   return locked([&](Nanos now) { return cm_.reject(id, private_data, now); });
 }
+int CmPort::reject_with_reason(ConnId id, uint16_t reason, std::span<const uint8_t> private_data) {
+  return locked([&](Nanos now) { return cm_.reject(id, private_data, now, reason); });
+}
 int CmPort::disconnect(ConnId id, std::span<const uint8_t> private_data) {
   return locked([&](Nanos now) { return cm_.disconnect(id, private_data, now); });
 }

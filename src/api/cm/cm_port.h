@@ -39,6 +39,8 @@ class CmPort final : public CmService, public verbs::ManagementAgent {
   int accept(ConnId id, const AcceptParams& p) override;
   int establish(ConnId id, std::span<const uint8_t> private_data) override;
   int reject(ConnId id, std::span<const uint8_t> private_data) override;
+  int reject_with_reason(ConnId id, uint16_t reason,
+                         std::span<const uint8_t> private_data) override;
   int disconnect(ConnId id, std::span<const uint8_t> private_data) override;
   int notify_established(ConnId id) override;
   int destroy(ConnId id) override;

@@ -44,6 +44,9 @@ class CmService {
   // Runs a device pass on the calling thread, so what the calls above queued is on the wire when
   // it returns (a process about to exit sends its DREQs).
   virtual void flush() = 0;
+  // reject() with another REJ reason than consumer defined (rdma_reject_ece: 35).
+  virtual int reject_with_reason(ConnId id, uint16_t reason,
+                                 std::span<const uint8_t> private_data) = 0;
 };
 
 }  // namespace uroce::cm

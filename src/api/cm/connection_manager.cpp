@@ -282,6 +282,7 @@ Result<ConnId> ConnectionManager::connect(const ConnectParams& p, Nanos now) {
   req.initiator_depth = p.initiator_depth;
   req.remote_cm_response_timeout = config_.cm_response_timeout;
   req.transport = p.transport;
+  req.extended_transport = p.extended_transport;
   req.starting_psn = p.starting_psn & 0xffffff;
   req.local_cm_response_timeout = config_.cm_response_timeout;
   req.retry_count = p.retry_count;
@@ -340,7 +341,8 @@ int ConnectionManager::establish(ConnId id, std::span<const uint8_t> private_dat
   return 0;
 }
 
-int ConnectionManager::reject(ConnId id, std::span<const uint8_t> private_data, Nanos) {
+int ConnectionManager::reject(ConnId id, std::span<const uint8_t> private_data, Nanos,
+                              uint16_t reason) {
   Conn* c = find(id);
   if (!c) return ENOENT;
   if (private_data.size() > kRejPrivateBytes) return EINVAL;
@@ -351,8 +353,7 @@ int ConnectionManager::reject(ConnId id, std::span<const uint8_t> private_data, 
     what = CmMessageRef::kRep;
   else
     return EINVAL;
-  send_rej(c->peer, c->transaction_id, c->id, c->remote_comm_id, what, rej_reason::kConsumerDefined,
-           private_data);
+  send_rej(c->peer, c->transaction_id, c->id, c->remote_comm_id, what, reason, private_data);
   erase(id);
   return 0;
 }
@@ -584,7 +585,9 @@ void ConnectionManager::on_req(const Gid& peer, const MadHeader& h, const CmReq&
              rej_reason::kInvalidServiceId, {});
     return;
   }
-  if (m.transport != CmTransport::kRc && m.transport != CmTransport::kUc) {
+  const bool xrc =
+      m.transport == CmTransport::kExtended && m.extended_transport == wire::kExtendedTransportXrc;
+  if (m.transport != CmTransport::kRc && m.transport != CmTransport::kUc && !xrc) {
     send_rej(peer, h.transaction_id, 0, m.local_comm_id, CmMessageRef::kReq,
              rej_reason::kInvalidTransportType, {});
     return;

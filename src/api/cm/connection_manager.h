@@ -85,6 +85,7 @@ struct ConnectParams {
   uint32_t qpn = 0;
   uint32_t starting_psn = 0;
   wire::CmTransport transport = wire::CmTransport::kRc;
+  uint8_t extended_transport = 0;  // with kExtended: wire::kExtendedTransportXrc
   uint8_t responder_resources = 0;
   uint8_t initiator_depth = 0;
   uint8_t retry_count = 7;
@@ -147,7 +148,10 @@ class ConnectionManager {
   int accept(ConnId id, const AcceptParams& p, Nanos now);
   int establish(ConnId id, std::span<const uint8_t> private_data, Nanos now);  // sends RTU
   // REJ reason 28 (consumer defined) with the private data; kReqRcvd or kRepRcvd only.
-  int reject(ConnId id, std::span<const uint8_t> private_data, Nanos now);
+  // `reason`: rdma_cm rejects with kConsumerDefined, rdma_reject_ece with
+  // kVendorOptionNotSupported.
+  int reject(ConnId id, std::span<const uint8_t> private_data, Nanos now,
+             uint16_t reason = wire::rej_reason::kConsumerDefined);
   int disconnect(ConnId id, std::span<const uint8_t> private_data, Nanos now);
   // Data arrived on a connection still waiting for its RTU: it is established (IBA 12.9.7).
   int notify_established(ConnId id, Nanos now);

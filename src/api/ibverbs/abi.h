@@ -27,7 +27,8 @@ struct Limits {
   static constexpr int kMaxQpWr = 16384;
   static constexpr int kMaxSge = 16;  // transport::kMaxSge
   static constexpr int kMaxCq = 1024;
-  static constexpr int kMaxCqe = 65536;
+  // As rxe (RXE_MAX_CQE); a CQ's storage grows as it fills (verbs/cq.h).
+  static constexpr int kMaxCqe = 1 << 20;
   static constexpr int kMaxMr = 4096;
   static constexpr int kMaxMw = 4096;
   static constexpr int kMaxPd = 1024;

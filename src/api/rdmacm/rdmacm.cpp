@@ -63,7 +63,13 @@ struct DeviceEntry {
   uint8_t mtu = IBV_MTU_1024;
   uint8_t max_responder_resources = 1;  // the device's max_qp_rd_atom
   uint8_t max_initiator_depth = 1;      // its max_qp_init_rd_atom
-  ibv_pd* pd = nullptr;                 // rdma_create_qp's PD when the program passes none
+  // The device's protection domain, every id's `pd` once it has a device (as rdma-core's
+  // ucma_get_device): rdma_create_qp's when the program passes none, and the one UCX's rdmacm
+  // component creates its placeholder UD QPs on.
+  ibv_pd* pd = nullptr;
+  // The XRC domain XRC_RECV QPs and XRC SRQs get when the program names none (as rdma-core's
+  // ucma_get_xrcd): opened on first use, guarded by g_mu.
+  ibv_xrcd* xrcd = nullptr;
 };
 
 struct Pending {
@@ -133,6 +139,9 @@ struct Id {
   // Events handed to the program and not acked yet: rdma_destroy_id waits for them, as
   // rdma-core's does, so a thread still handling one never sees the id freed under it.
   uint32_t events_out = 0;  // guarded by g_mu
+  // rdma_set_local_ece's options. uroce's CM does not carry ECE (its devices have none, as rxe):
+  // they are kept for the program and no peer ever reports any (rdma_get_remote_ece).
+  ibv_ece local_ece{};
 };
 
 std::mutex g_mu;
@@ -282,6 +291,7 @@ void on_cm_event(int dev, cm::CmEvent&& e) {
     auto cma = wire::parse_cma_header(e.private_data);
     auto* child = new Id;
     child->pub.verbs = g_devices[dev].ctx;
+    child->pub.pd = g_devices[dev].pd;
     child->pub.context = listen->pub.context;
     child->pub.ps = listen->pub.ps;
     child->pub.port_num = 1;
@@ -429,6 +439,11 @@ int init_devices() {
       ibv_close_device(ctx);  // its address is served by another process, or not this host's
       continue;
     }
+    d.pd = ibv_alloc_pd(ctx);
+    if (d.pd == nullptr) {
+      ibv_close_device(ctx);
+      continue;
+    }
     std::memcpy(d.gid.data(), gid.raw, 16);
     d.addr = addr_of(d.gid, 0);
     d.mtu = static_cast<uint8_t>(port.active_mtu);
@@ -439,7 +454,10 @@ int init_devices() {
   ibv_free_device_list(list);
   std::lock_guard lock(g_mu);
   if (g_initialized) {  // another thread got there first
-    for (DeviceEntry& d : found) ibv_close_device(d.ctx);
+    for (DeviceEntry& d : found) {
+      ibv_dealloc_pd(d.pd);
+      ibv_close_device(d.ctx);
+    }
     return g_init_error;
   }
   g_devices = std::move(found);
@@ -558,8 +576,10 @@ int qp_attr_for(Id* id, ibv_qp_attr* attr, int* mask) {
       attr->ah_attr.grh.traffic_class = id->tos;
       attr->ah_attr.port_num = 1;
       attr->ah_attr.dlid = 0;
-      *mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
-              IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
+      *mask = IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN;
+      // An XRC initiator answers nothing: no responder attributes (Linux's qp_state_table).
+      if (id->pub.qp_type != IBV_QPT_XRC_SEND)
+        *mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
       return 0;
     }
     case IBV_QPS_RTS:
@@ -567,10 +587,13 @@ int qp_attr_for(Id* id, ibv_qp_attr* attr, int* mask) {
       *mask = IBV_QP_STATE | IBV_QP_SQ_PSN;
       if (ud) return 0;
       attr->timeout = id->ack_timeout;
+      *mask |= IBV_QP_TIMEOUT;
+      // An XRC target requests nothing: no requester attributes (Linux's qp_state_table).
+      if (id->pub.qp_type == IBV_QPT_XRC_RECV) return 0;
       attr->retry_cnt = id->retry_count;
       attr->rnr_retry = id->rnr_retry_count;
       attr->max_rd_atomic = id->initiator_depth;
-      *mask |= IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
+      *mask |= IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC;
       return 0;
     default:
       return EINVAL;
@@ -592,13 +615,15 @@ int modify_qp(Id* id, ibv_qp_state state) {
 
 // ---- waiting (ids made without a channel) -------------------------------------------------------
 
-// Waits for the id's next event; 0 when it is `expected`, else an errno like rdma-core's.
+// Waits for the id's next event; 0 when it is `expected`, else an errno like rdma-core's. As
+// rdma-core's ucma_complete, the event stays in `id->event` (programs read the peer's private
+// data there: rdma_xclient its XRC SRQ number) until the id's next wait or its destruction.
 int wait_for(Id* id, rdma_cm_event_type expected) {
+  if (id->pub.event) rdma_ack_cm_event(id->pub.event);
   rdma_cm_event* e = nullptr;
   if (rdma_get_cm_event(&id->channel->pub, &e)) return errno;
   const rdma_cm_event_type got = e->event;
   const int status = e->status;
-  rdma_ack_cm_event(e);
   if (got == expected) return 0;
   if (got == RDMA_CM_EVENT_REJECTED) return ECONNREFUSED;
   if (got == RDMA_CM_EVENT_UNREACHABLE) return status < 0 ? -status : ETIMEDOUT;
@@ -712,6 +737,7 @@ UROCE_RDMACM_EXPORT int rdma_bind_addr(rdma_cm_id* cm_id, sockaddr* addr) {
   if (dev >= 0) {
     id->device = dev;
     id->pub.verbs = g_devices[dev].ctx;
+    id->pub.pd = g_devices[dev].pd;
     id->pub.port_num = 1;
   }
   return 0;
@@ -736,6 +762,7 @@ UROCE_RDMACM_EXPORT int rdma_resolve_addr(rdma_cm_id* cm_id, sockaddr* src, sock
     id->bound = true;
     id->device = dev;
     id->pub.verbs = g_devices[dev].ctx;
+    id->pub.pd = g_devices[dev].pd;
     id->pub.port_num = 1;
     id->state = IdState::kAddrResolved;
     Pending p;
@@ -809,55 +836,77 @@ UROCE_RDMACM_EXPORT int rdma_listen(rdma_cm_id* cm_id, int /*backlog*/) {
   return 0;
 }
 
-UROCE_RDMACM_EXPORT int rdma_create_qp(rdma_cm_id* cm_id, ibv_pd* pd, ibv_qp_init_attr* attr) {
+namespace {
+
+void destroy_own_cqs(Id* id) {
+  if (!id->own_cqs) return;
+  if (id->pub.send_cq) ibv_destroy_cq(id->pub.send_cq);
+  if (id->pub.recv_cq) ibv_destroy_cq(id->pub.recv_cq);
+  if (id->pub.send_cq_channel) ibv_destroy_comp_channel(id->pub.send_cq_channel);
+  if (id->pub.recv_cq_channel) ibv_destroy_comp_channel(id->pub.recv_cq_channel);
+  id->pub.send_cq = id->pub.recv_cq = nullptr;
+  id->pub.send_cq_channel = id->pub.recv_cq_channel = nullptr;
+  id->own_cqs = false;
+}
+
+// rdma-core makes the CQs (with completion channels) a program does not pass, once per id.
+int make_cqs(Id* id, uint32_t send_entries, uint32_t recv_entries) {
+  if (id->pub.send_cq != nullptr) return 0;
+  id->pub.send_cq_channel = ibv_create_comp_channel(id->pub.verbs);
+  id->pub.recv_cq_channel = ibv_create_comp_channel(id->pub.verbs);
+  if (!id->pub.send_cq_channel || !id->pub.recv_cq_channel) return errno;
+  id->pub.send_cq =
+      ibv_create_cq(id->pub.verbs, std::max(1u, send_entries), id, id->pub.send_cq_channel, 0);
+  id->pub.recv_cq =
+      ibv_create_cq(id->pub.verbs, std::max(1u, recv_entries), id, id->pub.recv_cq_channel, 0);
+  if (!id->pub.send_cq || !id->pub.recv_cq) return errno;
+  id->own_cqs = true;
+  return 0;
+}
+
+// The device's own XRC domain (DeviceEntry::xrcd), opened on first use; null with errno set.
+ibv_xrcd* device_xrcd(int dev) {
+  std::lock_guard lock(g_mu);
+  DeviceEntry& d = g_devices[dev];
+  if (d.xrcd == nullptr) {
+    ibv_xrcd_init_attr a{};
+    a.comp_mask = IBV_XRCD_INIT_ATTR_FD | IBV_XRCD_INIT_ATTR_OFLAGS;
+    a.fd = -1;
+    a.oflags = O_CREAT;
+    d.xrcd = ibv_open_xrcd(d.ctx, &a);
+  }
+  return d.xrcd;
+}
+
+}  // namespace
+
+UROCE_RDMACM_EXPORT int rdma_create_qp_ex(rdma_cm_id* cm_id, ibv_qp_init_attr_ex* attr) {
   if (cm_id == nullptr || attr == nullptr) return fail(EINVAL);
   Id* id = from(cm_id);
-  if (id->device < 0 || id->pub.verbs == nullptr) return fail(EINVAL);
-  if (pd == nullptr) pd = id->pub.pd;
-  if (pd == nullptr) {
-    std::unique_lock lock(g_mu);
-    DeviceEntry& d = g_devices[id->device];
-    if (d.pd == nullptr) {
-      lock.unlock();
-      ibv_pd* fresh = ibv_alloc_pd(id->pub.verbs);
-      if (fresh == nullptr) return -1;
-      lock.lock();
-      if (d.pd == nullptr) {
-        d.pd = fresh;
-      } else {
-        lock.unlock();
-        ibv_dealloc_pd(fresh);
-        lock.lock();
-      }
-    }
-    pd = d.pd;
+  if (id->device < 0 || id->pub.verbs == nullptr || id->pub.qp != nullptr) return fail(EINVAL);
+  if (!(attr->comp_mask & IBV_QP_INIT_ATTR_PD) || attr->pd == nullptr) {
+    attr->pd = id->pub.pd ? id->pub.pd : g_devices[id->device].pd;
+    attr->comp_mask |= IBV_QP_INIT_ATTR_PD;
   }
-  if (pd->context != id->pub.verbs) return fail(EINVAL);
-  ibv_qp_init_attr a = *attr;
-  // rdma-core makes the CQs (with completion channels) the program did not pass.
-  bool made_cqs = false;
-  if (a.send_cq == nullptr || a.recv_cq == nullptr) {
-    if (id->pub.send_cq == nullptr) {
-      id->pub.send_cq_channel = ibv_create_comp_channel(id->pub.verbs);
-      id->pub.recv_cq_channel = ibv_create_comp_channel(id->pub.verbs);
-      if (!id->pub.send_cq_channel || !id->pub.recv_cq_channel) return -1;
-      id->pub.send_cq = ibv_create_cq(id->pub.verbs, std::max(1u, a.cap.max_send_wr), id,
-                                      id->pub.send_cq_channel, 0);
-      id->pub.recv_cq = ibv_create_cq(id->pub.verbs, std::max(1u, a.cap.max_recv_wr), id,
-                                      id->pub.recv_cq_channel, 0);
-      if (!id->pub.send_cq || !id->pub.recv_cq) return -1;
-      made_cqs = true;
-    }
-    if (a.send_cq == nullptr) a.send_cq = id->pub.send_cq;
-    if (a.recv_cq == nullptr) a.recv_cq = id->pub.recv_cq;
+  if (attr->pd->context != id->pub.verbs) return fail(EINVAL);
+  if (attr->qp_type == IBV_QPT_XRC_RECV &&
+      (!(attr->comp_mask & IBV_QP_INIT_ATTR_XRCD) || attr->xrcd == nullptr)) {
+    attr->xrcd = device_xrcd(id->device);
+    if (attr->xrcd == nullptr) return -1;
+    attr->comp_mask |= IBV_QP_INIT_ATTR_XRCD;
   }
-  ibv_qp* qp = ibv_create_qp(pd, &a);
+  if (attr->send_cq == nullptr || attr->recv_cq == nullptr) {
+    if (int err = make_cqs(id, attr->cap.max_send_wr, attr->cap.max_recv_wr)) return fail(err);
+    if (attr->send_cq == nullptr) attr->send_cq = id->pub.send_cq;
+    if (attr->recv_cq == nullptr) attr->recv_cq = id->pub.recv_cq;
+  }
+  if (attr->srq == nullptr && attr->qp_type != IBV_QPT_XRC_SEND) attr->srq = id->pub.srq;
+  ibv_qp* qp = ibv_create_qp_ex(id->pub.verbs, attr);
   if (qp == nullptr) return -1;
   id->pub.qp = qp;
-  id->pub.qp_type = a.qp_type;
-  if (made_cqs) id->own_cqs = true;
+  id->pub.qp_type = attr->qp_type;
   int err = modify_qp(id, IBV_QPS_INIT);
-  if (!err && a.qp_type == IBV_QPT_UD) {
+  if (!err && attr->qp_type == IBV_QPT_UD) {
     err = modify_qp(id, IBV_QPS_RTR);
     if (!err) err = modify_qp(id, IBV_QPS_RTS);
   }
@@ -866,9 +915,80 @@ UROCE_RDMACM_EXPORT int rdma_create_qp(rdma_cm_id* cm_id, ibv_pd* pd, ibv_qp_ini
     id->pub.qp = nullptr;
     return fail(err);
   }
-  id->pub.pd = pd;
-  *attr = a;
+  id->pub.pd = attr->pd;
   return 0;
+}
+
+UROCE_RDMACM_EXPORT int rdma_create_qp(rdma_cm_id* cm_id, ibv_pd* pd, ibv_qp_init_attr* attr) {
+  if (cm_id == nullptr || attr == nullptr) return fail(EINVAL);
+  ibv_qp_init_attr_ex ex{};
+  ex.qp_context = attr->qp_context;
+  ex.send_cq = attr->send_cq;
+  ex.recv_cq = attr->recv_cq;
+  ex.srq = attr->srq;
+  ex.cap = attr->cap;
+  ex.qp_type = attr->qp_type;
+  ex.sq_sig_all = attr->sq_sig_all;
+  ex.comp_mask = IBV_QP_INIT_ATTR_PD;
+  ex.pd = pd;
+  if (rdma_create_qp_ex(cm_id, &ex)) return -1;
+  attr->send_cq = ex.send_cq;
+  attr->recv_cq = ex.recv_cq;
+  attr->srq = ex.srq;
+  attr->cap = ex.cap;
+  return 0;
+}
+
+// As rdma-core: an SRQ on the id (id->srq), which rdma_post_recv and the QP rdma_create_qp makes
+// next use; an XRC SRQ (RDMA_PS_IB ids of XRC_RECV QPs, or srq_type XRC) gets the device's XRC
+// domain and the id's receive CQ when the program names neither.
+UROCE_RDMACM_EXPORT int rdma_create_srq_ex(rdma_cm_id* cm_id, ibv_srq_init_attr_ex* attr) {
+  if (cm_id == nullptr || attr == nullptr || !(attr->comp_mask & IBV_SRQ_INIT_ATTR_TYPE))
+    return fail(EINVAL);
+  Id* id = from(cm_id);
+  if (id->device < 0 || id->pub.verbs == nullptr || id->pub.srq != nullptr) return fail(EINVAL);
+  if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_PD) || attr->pd == nullptr) {
+    attr->pd = id->pub.pd ? id->pub.pd : g_devices[id->device].pd;
+    attr->comp_mask |= IBV_SRQ_INIT_ATTR_PD;
+  }
+  if (attr->srq_type == IBV_SRQT_XRC) {
+    if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_XRCD) || attr->xrcd == nullptr) {
+      attr->xrcd = device_xrcd(id->device);
+      if (attr->xrcd == nullptr) return -1;
+    }
+    if (!(attr->comp_mask & IBV_SRQ_INIT_ATTR_CQ) || attr->cq == nullptr) {
+      if (int err = make_cqs(id, 1, attr->attr.max_wr)) return fail(err);
+      attr->cq = id->pub.recv_cq;
+    }
+    attr->comp_mask |= IBV_SRQ_INIT_ATTR_XRCD | IBV_SRQ_INIT_ATTR_CQ;
+  }
+  if (attr->srq_context == nullptr) attr->srq_context = id;
+  ibv_srq* srq = ibv_create_srq_ex(id->pub.verbs, attr);
+  if (srq == nullptr) return -1;
+  id->pub.srq = srq;
+  return 0;
+}
+
+UROCE_RDMACM_EXPORT int rdma_create_srq(rdma_cm_id* cm_id, ibv_pd* pd, ibv_srq_init_attr* attr) {
+  if (cm_id == nullptr || attr == nullptr) return fail(EINVAL);
+  ibv_srq_init_attr_ex ex{};
+  ex.srq_context = attr->srq_context;
+  ex.attr = attr->attr;
+  ex.comp_mask = IBV_SRQ_INIT_ATTR_TYPE | IBV_SRQ_INIT_ATTR_PD;
+  ex.srq_type = cm_id->qp_type == IBV_QPT_XRC_RECV ? IBV_SRQT_XRC : IBV_SRQT_BASIC;
+  ex.pd = pd;
+  if (rdma_create_srq_ex(cm_id, &ex)) return -1;
+  attr->srq_context = ex.srq_context;
+  attr->attr = ex.attr;
+  return 0;
+}
+
+UROCE_RDMACM_EXPORT void rdma_destroy_srq(rdma_cm_id* cm_id) {
+  if (cm_id == nullptr || cm_id->srq == nullptr) return;
+  Id* id = from(cm_id);
+  ibv_destroy_srq(id->pub.srq);
+  id->pub.srq = nullptr;
+  if (id->pub.qp == nullptr) destroy_own_cqs(id);  // an XRC SRQ's CQ outlived the QP
 }
 
 UROCE_RDMACM_EXPORT void rdma_destroy_qp(rdma_cm_id* cm_id) {
@@ -876,15 +996,8 @@ UROCE_RDMACM_EXPORT void rdma_destroy_qp(rdma_cm_id* cm_id) {
   Id* id = from(cm_id);
   if (id->pub.qp) ibv_destroy_qp(id->pub.qp);
   id->pub.qp = nullptr;
-  if (id->own_cqs) {
-    if (id->pub.send_cq) ibv_destroy_cq(id->pub.send_cq);
-    if (id->pub.recv_cq) ibv_destroy_cq(id->pub.recv_cq);
-    if (id->pub.send_cq_channel) ibv_destroy_comp_channel(id->pub.send_cq_channel);
-    if (id->pub.recv_cq_channel) ibv_destroy_comp_channel(id->pub.recv_cq_channel);
-    id->pub.send_cq = id->pub.recv_cq = nullptr;
-    id->pub.send_cq_channel = id->pub.recv_cq_channel = nullptr;
-    id->own_cqs = false;
-  }
+  // An SRQ on the id may still complete into the receive CQ: rdma_destroy_srq frees them then.
+  if (id->pub.srq == nullptr) destroy_own_cqs(id);
 }
 
 UROCE_RDMACM_EXPORT int rdma_init_qp_attr(rdma_cm_id* cm_id, ibv_qp_attr* attr, int* mask) {
@@ -983,6 +1096,10 @@ UROCE_RDMACM_EXPORT int rdma_connect(rdma_cm_id* cm_id, rdma_conn_param* param) 
     p.rnr_retry_count = id->rnr_retry_count;
     p.path_mtu = g_devices[id->device].mtu;
     p.srq = id->pub.srq != nullptr;
+    if (id->pub.qp_type == IBV_QPT_XRC_SEND) {  // as Linux's CM: extended transport, type XRC
+      p.transport = wire::CmTransport::kExtended;
+      p.extended_transport = wire::kExtendedTransportXrc;
+    }
     std::copy(s.begin(), s.end(), p.primary.local_gid.begin());
     std::copy(d.begin(), d.end(), p.primary.remote_gid.begin());
     p.primary.hop_limit = 64;
@@ -1064,6 +1181,24 @@ UROCE_RDMACM_EXPORT int rdma_reject(rdma_cm_id* cm_id, const void* private_data,
   if (private_data_len) pd = {static_cast<const uint8_t*>(private_data), private_data_len};
   cm::CmService* cm = g_devices[id->device].cm;
   if (int err = id->sidr ? cm->sidr_reject(*id->conn, pd) : cm->reject(*id->conn, pd))
+    return fail(err);
+  forget_conn(id);
+  id->state = IdState::kDisconnected;
+  return 0;
+}
+
+// As rdma-core: a connection request refused for its ECE options, REJ reason 35 (vendor option
+// not supported). Only a connection (not a SIDR request) can be rejected so.
+UROCE_RDMACM_EXPORT int rdma_reject_ece(rdma_cm_id* cm_id, const void* private_data,
+                                        uint8_t private_data_len) {
+  if (cm_id == nullptr || private_data_len > wire::kRejPrivateBytes) return fail(EINVAL);
+  Id* id = from(cm_id);
+  std::lock_guard lock(g_mu);
+  if (!id->conn || id->device < 0 || id->sidr) return fail(EINVAL);
+  std::span<const uint8_t> pd;
+  if (private_data_len) pd = {static_cast<const uint8_t*>(private_data), private_data_len};
+  if (int err = g_devices[id->device].cm->reject_with_reason(
+          *id->conn, wire::rej_reason::kVendorOptionNotSupported, pd))
     return fail(err);
   forget_conn(id);
   id->state = IdState::kDisconnected;
@@ -1223,6 +1358,8 @@ UROCE_RDMACM_EXPORT int rdma_ack_cm_event(rdma_cm_event* event) {
 UROCE_RDMACM_EXPORT int rdma_destroy_id(rdma_cm_id* cm_id) {
   if (cm_id == nullptr) return fail(EINVAL);
   Id* id = from(cm_id);
+  // A synchronous id's last event is the library's to ack (wait_for, rdma_get_request).
+  if (id->sync && id->pub.event) rdma_ack_cm_event(id->pub.event);
   std::unique_lock lock(g_mu);
   g_acked.wait(lock, [id] { return id->events_out == 0; });
   if (id->conn && id->device >= 0) g_devices[id->device].cm->destroy(*id->conn);
@@ -1258,6 +1395,8 @@ UROCE_RDMACM_EXPORT int rdma_destroy_id(rdma_cm_id* cm_id) {
 UROCE_RDMACM_EXPORT int rdma_migrate_id(rdma_cm_id* cm_id, rdma_event_channel* channel) {
   if (cm_id == nullptr) return fail(EINVAL);
   Id* id = from(cm_id);
+  // A synchronous id's last event is the library's (wait_for): acked first, as rdma-core does.
+  if (id->sync && id->pub.event) rdma_ack_cm_event(id->pub.event);
   std::unique_lock lock(g_mu);
   g_acked.wait(lock, [id] { return id->events_out == 0; });
   Channel* old = id->channel;
@@ -1291,12 +1430,28 @@ UROCE_RDMACM_EXPORT int rdma_get_request(rdma_cm_id* listen, rdma_cm_id** out) {
       rdma_ack_cm_event(e);
       continue;
     }
+    // As rdma-core: the request stays in the new id's `event` until its next call or
+    // rdma_destroy_id (the id is synchronous, as its listener).
     *out = e->id;
-    // The new id is the program's now; the event is acked here.
-    e->id->event = nullptr;
-    rdma_ack_cm_event(e);
     return 0;
   }
+}
+
+// ECE as rdma-core's librdmacm: local options only on an id without a QP (whose provider's
+// would be used instead), a vendor ID and no comp_mask; the remote ones are what the peer's CM
+// message carried, which from uroce is always none (vendor ID 0), as from a device without ECE.
+UROCE_RDMACM_EXPORT int rdma_set_local_ece(rdma_cm_id* cm_id, ibv_ece* ece) {
+  if (cm_id == nullptr || cm_id->qp != nullptr || ece == nullptr || ece->vendor_id == 0 ||
+      ece->comp_mask != 0)
+    return fail(EINVAL);
+  from(cm_id)->local_ece = *ece;
+  return 0;
+}
+
+UROCE_RDMACM_EXPORT int rdma_get_remote_ece(rdma_cm_id* cm_id, ibv_ece* ece) {
+  if (cm_id == nullptr || cm_id->qp != nullptr || ece == nullptr) return fail(EINVAL);
+  *ece = ibv_ece{};
+  return 0;
 }
 
 UROCE_RDMACM_EXPORT ibv_context** rdma_get_devices(int* num_devices) {
@@ -1497,5 +1652,6 @@ UROCE_RDMACM_EXPORT int rdma_create_ep(rdma_cm_id** out, rdma_addrinfo* res, ibv
 UROCE_RDMACM_EXPORT void rdma_destroy_ep(rdma_cm_id* cm_id) {
   if (cm_id == nullptr) return;
   rdma_destroy_qp(cm_id);
+  rdma_destroy_srq(cm_id);
   rdma_destroy_id(cm_id);
 }

@@ -1,7 +1,6 @@
-// The librdmacm calls uroce does not implement yet (docs/cm.md lists them): SRQs on an id,
-// multicast, ECE and rdma_create_qp_ex. Each fails with -1 (NULL for pointers)
-// and errno EOPNOTSUPP, as the stand-in this library replaced did, so a program reports a clean
-// error.
+// The librdmacm calls uroce does not implement yet (docs/cm.md lists them): multicast. Each fails
+// with -1 and errno EOPNOTSUPP, as the stand-in this library replaced did, so a program reports a
+// clean error.
 #if __has_include(<rdma/rdma_cma.h>)
 #include <rdma/rdma_cma.h>
 #include <rdma/rsocket.h>
@@ -33,19 +32,6 @@ enum rdma_port_space : unsigned {};
 
 using uroce::stubs::fail_int;
 
-UROCE_STUB_EXPORT int rdma_create_qp_ex(rdma_cm_id*, ibv_qp_init_attr_ex*) {
-  return fail_int();
-}
-UROCE_STUB_EXPORT int rdma_create_srq(rdma_cm_id*, ibv_pd*, ibv_srq_init_attr*) {
-  return fail_int();
-}
-UROCE_STUB_EXPORT int rdma_create_srq_ex(rdma_cm_id*, ibv_srq_init_attr_ex*) {
-  return fail_int();
-}
-UROCE_STUB_EXPORT void rdma_destroy_srq(rdma_cm_id*) {}
-UROCE_STUB_EXPORT int rdma_get_remote_ece(rdma_cm_id*, ibv_ece*) {
-  return fail_int();
-}
 UROCE_STUB_EXPORT int rdma_join_multicast(rdma_cm_id*, sockaddr*, void*) {
   return fail_int();
 }
@@ -53,11 +39,5 @@ UROCE_STUB_EXPORT int rdma_join_multicast_ex(rdma_cm_id*, rdma_cm_join_mc_attr_e
   return fail_int();
 }
 UROCE_STUB_EXPORT int rdma_leave_multicast(rdma_cm_id*, sockaddr*) {
-  return fail_int();
-}
-UROCE_STUB_EXPORT int rdma_reject_ece(rdma_cm_id*, const void*, uint8_t) {
-  return fail_int();
-}
-UROCE_STUB_EXPORT int rdma_set_local_ece(rdma_cm_id*, ibv_ece*) {
   return fail_int();
 }
