@@ -27,6 +27,8 @@ const char* cc_name(transport::CcAlgorithm a) {
       return "paper";
     case transport::CcAlgorithm::kDcqcnMlx5:
       return "mlx5";
+    case transport::CcAlgorithm::kDcqcnHpcc:
+      return "hpcc";
   }
   return "?";
 }
