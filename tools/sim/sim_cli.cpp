@@ -20,7 +20,8 @@ int print_usage(std::FILE* f, const char* prog) {
                "usage: %s incast|victim|parking-lot|convergence|loss [--mode "
                "pfc|pfc+dcqcn|dcqcn-nopfc] [--dcqcn paper|mlx5|hpcc] [--seed N] [--senders N] "
                "[--flows N] [--bytes B] [--loss P] [--stagger-us T] [--mtu B] [--kmin-kb K] "
-               "[--kmax-kb K] [--pmax P] [--xoff-kb K] [--rate-gbps G] [--out DIR]\n"
+               "[--kmax-kb K] [--pmax P] [--xoff-kb K] [--mark enqueue|dequeue] [--rate-gbps G] "
+               "[--out DIR]\n"
                "       %s topology 'TEXT' | '{JSON}' | @FILE\n",
                prog, prog);
   return 2;
@@ -114,6 +115,9 @@ int run_sim_cli(int argc, char** argv, const char* prog) {
       p.kmin_bytes = std::strtoull(v.c_str(), nullptr, 0) * 1024;
     } else if (k == "--kmax-kb") {
       p.kmax_bytes = std::strtoull(v.c_str(), nullptr, 0) * 1024;
+    } else if (k == "--mark") {
+      if (v != "enqueue" && v != "dequeue") return usage();
+      p.mark_at_dequeue = v == "dequeue";
     } else if (k == "--xoff-kb") {
       p.xoff_bytes = std::strtoull(v.c_str(), nullptr, 0) * 1024;
     } else if (k == "--pmax") {
