@@ -384,6 +384,14 @@ ExperimentResult run_convergence(const ExperimentParams& p) {
     y.push_back(first > all_on ? rx_between(r.run, i, mid, first) : 0);
   put(r, "jain_second_half", jain_index(y));
   put(r, "util_second_half", first > all_on ? util_between(r, mid, first) : 0);
+  double qsum = 0;
+  size_t qn = 0;
+  for (const Sample& s : r.run.samples) {
+    if (s.t < mid || s.t > first || s.queue_bytes.empty()) continue;
+    qsum += static_cast<double>(s.queue_bytes[0]);
+    ++qn;
+  }
+  put(r, "queue_avg_second_half", qn ? qsum / static_cast<double>(qn) : 0);
   const auto [avg, mx] = queue_stats(r.run, 0, r.run.end_ns);
   put(r, "queue_avg_bytes", avg);
   put(r, "queue_max_bytes", mx);
