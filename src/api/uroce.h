@@ -105,6 +105,7 @@ inline std::optional<CcAlgorithm> parse_cc_algorithm(std::string_view s) {
   if (s == "off" || s == "none") return CcAlgorithm::kOff;
   if (s == "dcqcn" || s == "dcqcn-mlx5" || s == "mlx5") return CcAlgorithm::kDcqcnMlx5;
   if (s == "dcqcn-paper" || s == "paper") return CcAlgorithm::kDcqcnPaper;
+  if (s == "dcqcn-hpcc" || s == "hpcc") return CcAlgorithm::kDcqcnHpcc;
   return std::nullopt;
 }
 inline const char* cc_algorithm_name(CcAlgorithm a) {
@@ -115,6 +116,8 @@ inline const char* cc_algorithm_name(CcAlgorithm a) {
       return "dcqcn-paper";
     case CcAlgorithm::kDcqcnMlx5:
       return "dcqcn-mlx5";
+    case CcAlgorithm::kDcqcnHpcc:
+      return "dcqcn-hpcc";
   }
   return "?";
 }
@@ -141,7 +144,7 @@ inline constexpr double kDefaultCcLineRateBps = 10e9;
 
 // The per-QP choices a process makes through its environment (the ABI applies them to every QP it
 // creates; docs/cc.md):
-//   UROCE_CC=off|dcqcn|dcqcn-mlx5|dcqcn-paper   (default off)
+//   UROCE_CC=off|dcqcn|dcqcn-mlx5|dcqcn-paper|dcqcn-hpcc   (default off)
 //   UROCE_CC_LINE_GBPS=<Gb/s>                    (default 10; 0.001 .. 1000)
 //   UROCE_CC_CNP_INTERVAL_US=<us>                (default: the parameter set's; 0 .. 1000000)
 //   UROCE_LOSS_RECOVERY=gbn|sr                   (default gbn)
@@ -176,7 +179,7 @@ QpTransportOptions qp_transport_options_from_env(std::vector<std::string>* error
     if (auto a = parse_cc_algorithm(v))
       o.congestion.algorithm = *a;
     else
-      bad("UROCE_CC", v, "expected off, dcqcn, dcqcn-mlx5 or dcqcn-paper");
+      bad("UROCE_CC", v, "expected off, dcqcn, dcqcn-mlx5, dcqcn-paper or dcqcn-hpcc");
   }
   if (const char* v = get("UROCE_CC_LINE_GBPS"); v && *v) {
     if (auto g = number(v, 0.001, 1000))

@@ -46,6 +46,29 @@ DcqcnParams DcqcnParams::mlx5(double line_rate_bps) {
   return p;
 }
 
+DcqcnParams DcqcnParams::hpcc(double line_rate_bps) {
+  DcqcnParams p;
+  p.name = "hpcc";
+  const double per_25g = line_rate_bps / 25e9;
+  p.line_rate_bps = line_rate_bps;
+  p.min_rate_bps = std::min(1e9, line_rate_bps);  // MIN_RATE
+  p.g = 1.0 / 256;                                // EWMA_GAIN
+  p.alpha_initial = 1.0;                          // set to 1 at the first CNP
+  p.alpha_period_ns = 1'000;                      // ALPHA_RESUME_INTERVAL
+  p.alpha_on_grid = true;
+  p.clamp_target_always = false;   // CLAMP_TARGET_RATE 0
+  p.cut_period_ns = 4'000;         // RATE_DECREASE_INTERVAL
+  p.first_cnp_cuts = false;        // RateOnFirstCnp 1.0
+  p.increase_period_ns = 300'000;  // RP_TIMER
+  p.increase_bytes = 0;            // the mlx model has no byte counter
+  // FAST_RECOVERY_TIMES 1: ns-3 counts stages from 0, this class from 1.
+  p.stage_threshold = 2;
+  p.hyper_step_grows = false;
+  p.ai_rate_bps = 5e6 * per_25g;    // RATE_AI
+  p.hai_rate_bps = 50e6 * per_25g;  // RATE_HAI
+  return p;
+}
+
 Dcqcn::Dcqcn(const DcqcnParams& params)
     : p_(params),
       rc_bps_(params.line_rate_bps),
@@ -54,6 +77,7 @@ Dcqcn::Dcqcn(const DcqcnParams& params)
   UROCE_CHECK(p_.line_rate_bps > 0 && p_.min_rate_bps > 0 && p_.min_rate_bps <= p_.line_rate_bps);
   UROCE_CHECK(p_.g > 0 && p_.g <= 1 && p_.alpha_initial >= 0 && p_.alpha_initial <= 1);
   UROCE_CHECK(p_.alpha_period_ns > 0 && p_.increase_period_ns > 0);
+  UROCE_CHECK(p_.first_cnp_cuts || p_.cut_period_ns > 0);
 }
 
 // Alpha after the ticks up to and including `now`, without changing state. Only the first tick
@@ -99,6 +123,16 @@ void Dcqcn::on_cnp(Nanos now) {
     cnp_in_alpha_period_ = true;
     if (alpha_next_ == kNever) alpha_next_ = now + p_.alpha_period_ns;
   }
+  if (!ever_cut_ && !p_.first_cnp_cuts) {
+    // HPCC's first CNP: alpha restarts at 1 and the cut waits for the end of the period.
+    if (cut_due_ == kNever) {
+      alpha_ = 1.0;
+      cnp_in_alpha_period_ = false;
+      alpha_next_ = now + p_.alpha_period_ns;
+      cut_due_ = now + p_.cut_period_ns;
+    }
+    return;
+  }
   if (p_.cut_period_ns == 0 || !ever_cut_ || now >= last_cut_ + p_.cut_period_ns) {
     cut(now);
   } else if (cut_due_ == kNever) {
@@ -128,12 +162,13 @@ void Dcqcn::cut(Nanos now) {
 // One increase event, after timer T or byte counter B advanced its stage (section 3.1).
 void Dcqcn::increase_event() {
   const uint32_t f = p_.stage_threshold;
-  const uint32_t hi = std::max(t_stage_, bc_stage_), lo = std::min(t_stage_, bc_stage_);
+  const uint32_t hi = std::max(t_stage_, bc_stage_);
+  const uint32_t lo = p_.increase_bytes == 0 ? t_stage_ : std::min(t_stage_, bc_stage_);
   if (hi < f) {
     ++counters_.fast_recovery;
   } else if (lo > f) {
     // Hyper increase: the step grows with the number of rounds both counters spent past F.
-    rt_bps_ += static_cast<double>(lo - f) * p_.hai_rate_bps;
+    rt_bps_ += (p_.hyper_step_grows ? static_cast<double>(lo - f) : 1.0) * p_.hai_rate_bps;
     ++counters_.hyper_increase;
   } else {
     rt_bps_ += p_.ai_rate_bps;

@@ -40,6 +40,12 @@ struct DcqcnParams {
   uint32_t stage_threshold = 5;          // F
   double ai_rate_bps = 40e6;             // R_AI
   double hai_rate_bps = 200e6;           // R_HAI
+  // false (HPCC's ns-3 mlx model, RateOnFirstCnp 1.0): the first CNP only sets alpha to 1 and
+  // starts the cut period; the first cut comes at its end. Needs cut_period_ns > 0.
+  bool first_cnp_cuts = true;
+  // Hyper increase adds (stages past F) x R_HAI (paper) or a fixed R_HAI (HPCC's ns-3).
+  bool hyper_step_grows = true;
+  // With increase_bytes 0 the timer stage alone selects fast recovery / additive / hyper.
 
   // The paper's values (section 5; the authors' simulator bobzhuyb/ns3-rdma and its fluid-model
   // script; docs/cc.md, "Parameter sets"). R_HAI is not settled in the sources;
@@ -50,6 +56,11 @@ struct DcqcnParams {
   // rpg_threshold 1, rpg_ai_rate 5 Mb/s, rpg_hai_rate 50 Mb/s, rpg_min_rate 1 Mb/s, dce_tcp_g 1019
   // (g = 5/1024), dce_tcp_rtt 1 us, rate_reduce_monitor_period 4 us, initial_alpha_value 1023.
   static DcqcnParams mlx5(double line_rate_bps);
+  // HPCC's ns-3 simulator (alibaba-edu/High-Precision-Congestion-Control, run.py --cc dcqcn,
+  // rdma-hw.cc mlx model), its rates scaled to the line rate as run.py does (bw/25): alpha on a
+  // 1 us grid with g 1/256, at most one cut per 4 us, no cut on the first CNP, timer T 300 us, no
+  // byte counter, one fast-recovery step, R_AI 5 and R_HAI 50 Mb/s per 25 Gb/s, minimum 1 Gb/s.
+  static DcqcnParams hpcc(double line_rate_bps);
 };
 
 struct DcqcnCounters {

@@ -397,19 +397,24 @@ bool SwitchFabric::host_send_ip(HostId src, std::span<const uint8_t> ip) {
 
 // ---- Egress: queues, ECN, scheduling -------------------------------------------------------
 
+// ECN marking (DCQCN CP; RFC 3168 section 5: only ECT packets are marked), on `queue_bytes` of the
+// packet's class at this port.
+void SwitchFabric::maybe_mark_ce(Port& port, Packet& pkt, uint64_t queue_bytes) {
+  const Node& n = nodes_[port.node];
+  if (n.is_switch && (n.params.ecn_mask >> pkt.prio & 1) && pkt.ecn != wire::Ecn::kNotEct &&
+      pkt.ecn != wire::Ecn::kCe && loop_.rng().chance(n.params.ecn.probability(queue_bytes))) {
+    pkt.ecn = wire::Ecn::kCe;
+    ++port.counters.ecn_marked;
+    ++counters_.ecn_marked;
+  }
+}
+
 void SwitchFabric::enqueue(PortId p, uint32_t id, Nanos now) {
   Port& port = ports_[p];
   Packet& pkt = packets_[id];
   const Node& n = nodes_[port.node];
   const uint8_t prio = pkt.prio;
-  // ECN marking at egress enqueue (DCQCN CP; RFC 3168 section 5: only ECT packets are marked).
-  if (n.is_switch && (n.params.ecn_mask >> prio & 1) && pkt.ecn != wire::Ecn::kNotEct &&
-      pkt.ecn != wire::Ecn::kCe &&
-      loop_.rng().chance(n.params.ecn.probability(port.q_bytes[prio]))) {
-    pkt.ecn = wire::Ecn::kCe;
-    ++port.counters.ecn_marked;
-    ++counters_.ecn_marked;
-  }
+  if (!n.params.ecn.mark_at_dequeue) maybe_mark_ce(port, pkt, port.q_bytes[prio]);
   pkt.next = kNone;
   Port::Fifo& q = port.q[prio];
   if (q.tail == kNone) {
@@ -467,6 +472,7 @@ void SwitchFabric::try_transmit(PortId p, Nanos now) {
   q.head = pkt.next;
   if (q.head == kNone) q.tail = kNone;
   port.q_bytes[prio] -= pkt.wire_bytes();
+  if (nodes_[port.node].params.ecn.mark_at_dequeue) maybe_mark_ce(port, pkt, port.q_bytes[prio]);
   port.busy = true;
   port.tx_packet = id;
   port.busy_until = now + serialisation_ns(pkt.wire_bytes(), port.link.rate_bps);

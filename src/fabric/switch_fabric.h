@@ -64,6 +64,10 @@ struct EcnParams {
   uint64_t kmin_bytes = 5 * 1024;
   uint64_t kmax_bytes = 200 * 1024;
   double pmax = 0.01;
+  // false: mark at egress enqueue on the queue found there (DCTCP-style switches); true: at
+  // dequeue on the queue left behind, as HPCC's ns-3 switch does, so a mark is not delayed by
+  // the queue it reports.
+  bool mark_at_dequeue = false;
   double probability(uint64_t queue_bytes) const;
 };
 
@@ -231,6 +235,7 @@ class SwitchFabric final : public EventTarget {
   void free_packet(uint32_t id);
   uint8_t classify(const Node& sw, const Packet& pkt) const;
   void enqueue(PortId port, uint32_t id, Nanos now);
+  void maybe_mark_ce(Port& port, Packet& pkt, uint64_t queue_bytes);
   void try_transmit(PortId port, Nanos now);
   uint32_t pick(Port& port, Nanos now);
   void on_tx_done(PortId port, Nanos now);

@@ -26,6 +26,10 @@ void Congestion::configure(const CongestionConfig& config, cc::Pacer& pacer, QpC
       rp_.emplace(cc::DcqcnParams::mlx5(config.line_rate_bps));
       np_ = cc::CnpPacer(config.cnp_interval_ns ? config.cnp_interval_ns : cc::kCnpIntervalMlx5Ns);
       break;
+    case CcAlgorithm::kDcqcnHpcc:
+      rp_.emplace(cc::DcqcnParams::hpcc(config.line_rate_bps));
+      np_ = cc::CnpPacer(config.cnp_interval_ns ? config.cnp_interval_ns : 1);
+      break;
   }
   // A flow starts at line rate (DCQCN has no slow start); the pacer holds it there until a CNP.
   pacer.set_rate(rp_->rate_bps(), pacer.burst_bytes());

@@ -21,12 +21,13 @@ struct QpCounters;
 // congestion control existed).
 // Extension point: a new congestion-control algorithm is a value here and its reaction point in
 // src/cc (docs/architecture.md).
-enum class CcAlgorithm : uint8_t { kOff, kDcqcnPaper, kDcqcnMlx5 };
+enum class CcAlgorithm : uint8_t { kOff, kDcqcnPaper, kDcqcnMlx5, kDcqcnHpcc };
 
 struct CongestionConfig {
   CcAlgorithm algorithm = CcAlgorithm::kOff;
   double line_rate_bps = 100e9;  // where the rate starts and what it recovers to
-  // Minimum time between two CNPs this QP sends; 0 = the parameter set's (paper 50 us, mlx5 4 us).
+  // Minimum time between two CNPs this QP sends; 0 = the parameter set's (paper 50 us, mlx5 4 us,
+  // hpcc 1 ns: HPCC's ns-3 receiver flags every ACK of a marked packet).
   Nanos cnp_interval_ns = 0;
 
   bool operator==(const CongestionConfig&) const = default;

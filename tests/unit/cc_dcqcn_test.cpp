@@ -166,6 +166,45 @@ TEST(Dcqcn, Mlx5CutsAtMostOncePerMonitorPeriod) {
   EXPECT_EQ(d.counters().additive_increase, 1u);
 }
 
+// HPCC's ns-3 DCQCN (run.py --cc dcqcn at 100 Gb/s): the first CNP does not cut, it sets alpha to
+// 1 and the cut comes 4 us later; g = 1/256 on a 1 us grid; no byte counter, so timer T alone
+// walks fast recovery (one step), additive, then hyper increase; minimum rate 1 Gb/s.
+TEST(Dcqcn, HpccFirstCnpWaitsForThePeriodThenTimerAloneRecovers) {
+  const DcqcnParams p = DcqcnParams::hpcc(100 * kG);
+  EXPECT_DOUBLE_EQ(p.ai_rate_bps, 20 * kM);  // 5 Mb/s per 25 Gb/s
+  EXPECT_DOUBLE_EQ(p.hai_rate_bps, 200 * kM);
+  EXPECT_DOUBLE_EQ(p.min_rate_bps, 1 * kG);
+  Dcqcn d(p);
+  d.on_cnp(0);
+  EXPECT_DOUBLE_EQ(d.current_rate_bps(), 100 * kG);
+  EXPECT_EQ(d.next_deadline(), 4 * kUs);
+  // Ticks at 1..4 us see no CNP (the first one's flag is cleared): a4 = (255/256)^4 =
+  // 0.9844663145486265; RT stays 100G (no timer event yet); RC = 100G (1 - a4/2).
+  d.on_timer(4 * kUs);
+  EXPECT_NEAR(d.current_rate_bps(), 50776684272.56867, 1e-3);
+  EXPECT_DOUBLE_EQ(d.target_rate_bps(), 100 * kG);
+  EXPECT_EQ(d.counters().cuts, 1u);
+  // CNP at 5 us, inside the period: the cut waits for 8 us. Ticks: 5 decays, 6 rises (CNP in
+  // [5,6)), 7 and 8 decay: a8 = 0.9730497165074751; RC = 50776684272.56867 (1 - a8/2).
+  d.on_cnp(5 * kUs);
+  EXPECT_EQ(d.next_deadline(), 8 * kUs);
+  d.on_timer(8 * kUs);
+  EXPECT_NEAR(d.current_rate_bps(), 26072565154.262413, 1e-3);
+  // No byte counter: sending never raises the rate.
+  d.on_bytes_sent(9 * kUs, 1'000'000'000);
+  EXPECT_NEAR(d.current_rate_bps(), 26072565154.262413, 1e-3);
+  // T at 308 us: fast recovery, RC = (100G + RC) / 2; 608 us: additive (RT 100G + 20M clamps to
+  // 100G); 908 us: hyper (RT clamps again). RC halves the gap to 100G each time.
+  const double rc[] = {63036282577.13121, 81518141288.56561, 90759070644.2828};
+  for (int i = 0; i < 3; ++i) {
+    d.on_timer((308 + 300 * i) * kUs);
+    EXPECT_NEAR(d.current_rate_bps(), rc[i], 1e-3) << i;
+  }
+  EXPECT_EQ(d.counters().fast_recovery, 1u);
+  EXPECT_EQ(d.counters().additive_increase, 1u);
+  EXPECT_EQ(d.counters().hyper_increase, 1u);
+}
+
 TEST(Dcqcn, LateTimerCatchesUpInOrder) {
   // One on_timer call long after the events gives the same rate as calling it at each deadline.
   Dcqcn a(DcqcnParams::paper(40 * kG)), b(DcqcnParams::paper(40 * kG));

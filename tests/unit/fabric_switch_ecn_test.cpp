@@ -65,6 +65,25 @@ TEST(FabricEcn, StepMarkingFollowsTheQueue) {
   EXPECT_GT(rx.ce, 900u);
 }
 
+TEST(FabricEcn, DequeueMarkingReportsTheQueueLeftBehind) {
+  // Step at 20 KB. Marked at enqueue, the last frames in carry the peak queue they joined. Marked
+  // at dequeue, a frame is marked only if more than 20480 B stay behind it: with 1038-byte frames
+  // the last 20 leave at most 19 x 1038 = 19722 B and are clean, the 21st from last leaves
+  // 20 x 1038 = 20760 B and is marked.
+  EcnParams e;
+  e.kmin_bytes = e.kmax_bytes = 20 * 1024;
+  Recorder enq = incast(1, e, true);
+  EXPECT_TRUE(enq.arrivals.back().ce);
+  e.mark_at_dequeue = true;
+  Recorder deq = incast(1, e, true);
+  const size_t n = deq.arrivals.size();
+  ASSERT_EQ(n, 1000u);
+  for (size_t i = n - 20; i < n; ++i) EXPECT_FALSE(deq.arrivals[i].ce) << i;
+  EXPECT_TRUE(deq.arrivals[n - 21].ce);
+  for (size_t i = 0; i < 18; ++i) EXPECT_FALSE(deq.arrivals[i].ce) << i;
+  EXPECT_GT(deq.ce, 900u);
+}
+
 TEST(FabricEcn, LinearRegionMarksMoreAsTheQueueGrows) {
   // Kmin 0, Kmax 1 MB, Pmax 1: p = queue / 1 MB. The queue grows through the run, so the second
   // half sees more marks than the first, and the total is well short of all.

@@ -246,6 +246,9 @@ TEST(VerbsCcSwitch, EnvironmentChoosesPerQpOptions) {
   env["UROCE_CC"] = "dcqcn-paper";
   EXPECT_EQ(qp_transport_options_from_env(&errors, get).congestion.algorithm,
             CcAlgorithm::kDcqcnPaper);
+  env["UROCE_CC"] = "dcqcn-hpcc";
+  EXPECT_EQ(qp_transport_options_from_env(&errors, get).congestion.algorithm,
+            CcAlgorithm::kDcqcnHpcc);
 
   // Bad values keep the defaults and say why, one line each.
   env = {{"UROCE_CC", "cubic"},

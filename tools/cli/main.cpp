@@ -84,8 +84,9 @@ void add_bench(CLI::App& app, BenchCli& b) {
   c->add_flag("--stats", b.o.print_counters, "print both sides' counters at the end");
   c->add_option("--stats-file", b.o.stats_path, "write both sides' counters to FILE (uroce stat)");
   c->add_option("--cc", b.cc,
-                "congestion control of this side's QP: off | dcqcn (= dcqcn-mlx5) | dcqcn-paper")
-      ->check(CLI::IsMember({"off", "dcqcn", "dcqcn-mlx5", "dcqcn-paper"}));
+                "congestion control of this side's QP: off | dcqcn (= dcqcn-mlx5) | dcqcn-paper | "
+                "dcqcn-hpcc")
+      ->check(CLI::IsMember({"off", "dcqcn", "dcqcn-mlx5", "dcqcn-paper", "dcqcn-hpcc"}));
   c->add_option("--line-rate", b.line_rate_gbps,
                 "DCQCN's line rate in Gb/s: where the rate starts and recovers to (default 10)")
       ->check(CLI::Range(0.001, 1000.0));

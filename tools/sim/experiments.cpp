@@ -27,6 +27,8 @@ const char* cc_name(transport::CcAlgorithm a) {
       return "paper";
     case transport::CcAlgorithm::kDcqcnMlx5:
       return "mlx5";
+    case transport::CcAlgorithm::kDcqcnHpcc:
+      return "hpcc";
   }
   return "?";
 }
@@ -43,6 +45,7 @@ fabric::TopologySpec base_topology(const ExperimentParams& p) {
   t.sw.ecn.kmin_bytes = p.kmin_bytes;
   t.sw.ecn.kmax_bytes = p.kmax_bytes;
   t.sw.ecn.pmax = p.pmax;
+  t.sw.ecn.mark_at_dequeue = p.mark_at_dequeue;
   t.sw.xoff_bytes = p.xoff_bytes;
   // DCQCN without PFC: the data class is lossy, so a full buffer drops.
   if (p.mode == Mode::kDcqcnNoPfc) t.sw.lossless_mask = 0;
@@ -77,6 +80,7 @@ ExperimentResult start(const std::string& name, const ExperimentParams& p) {
   k.emplace_back("kmin_bytes", std::to_string(p.kmin_bytes));
   k.emplace_back("kmax_bytes", std::to_string(p.kmax_bytes));
   k.emplace_back("pmax", num(p.pmax));
+  k.emplace_back("ecn_mark", p.mark_at_dequeue ? "dequeue" : "enqueue");
   k.emplace_back("xoff_bytes", std::to_string(p.xoff_bytes));
   k.emplace_back("buffer_bytes", std::to_string(p.buffer_bytes));
   k.emplace_back("stagger_ns", std::to_string(p.stagger_ns));
@@ -178,6 +182,21 @@ double rx_between(const RunResult& run, size_t i, Nanos t0, Nanos t1) {
     if (s.t <= t1) b = s.rx_bytes[i];
   }
   return have_a && b > a ? static_cast<double>(b - a) : 0;
+}
+
+// Wire bytes watched port 0 sent in [t0, t1] over line rate: the bottleneck's utilization in a
+// window (a steady state, away from the start-up transient).
+double util_between(const ExperimentResult& r, Nanos t0, Nanos t1) {
+  uint64_t a = 0, b = 0;
+  Nanos ta = 0, tb = 0;
+  bool have_a = false;
+  for (const Sample& s : r.run.samples) {
+    if (s.port_tx_bytes.empty()) return 0;
+    if (!have_a && s.t >= t0) a = s.port_tx_bytes[0], ta = s.t, have_a = true;
+    if (s.t <= t1) b = s.port_tx_bytes[0], tb = s.t;
+  }
+  if (!have_a || tb <= ta) return 0;
+  return static_cast<double>(b - a) * 8e9 / (r.line_rate_bps * static_cast<double>(tb - ta));
 }
 
 Result<std::unique_ptr<World>, std::string> make_world(const ExperimentParams& p,
@@ -319,6 +338,7 @@ ExperimentResult run_parking_lot(const ExperimentParams& p) {
   }
   for (size_t i = 0; i < 3; ++i) put(r, "share_" + std::to_string(i), total > 0 ? x[i] / total : 0);
   put(r, "jain", jain_index(x));
+  put(r, "util_second_half", util_between(r, first / 2, first));
   const auto [avg, mx] = queue_stats(r.run, 0, r.run.end_ns);
   put(r, "queue_avg_bytes", avg);
   put(r, "queue_max_bytes", mx);
@@ -357,6 +377,21 @@ ExperimentResult run_convergence(const ExperimentParams& p) {
     x.push_back(first > all_on ? rx_between(r.run, i, all_on, first) : 0);
   put(r, "all_running_us", static_cast<double>(first > all_on ? first - all_on : 0) / 1e3);
   put(r, "jain", jain_index(x));
+  // The second half of the window in which all flows run: the state they converged to.
+  const Nanos mid = first > all_on ? all_on + (first - all_on) / 2 : all_on;
+  std::vector<double> y;
+  for (size_t i = 0; i < p.flows; ++i)
+    y.push_back(first > all_on ? rx_between(r.run, i, mid, first) : 0);
+  put(r, "jain_second_half", jain_index(y));
+  put(r, "util_second_half", first > all_on ? util_between(r, mid, first) : 0);
+  double qsum = 0;
+  size_t qn = 0;
+  for (const Sample& s : r.run.samples) {
+    if (s.t < mid || s.t > first || s.queue_bytes.empty()) continue;
+    qsum += static_cast<double>(s.queue_bytes[0]);
+    ++qn;
+  }
+  put(r, "queue_avg_second_half", qn ? qsum / static_cast<double>(qn) : 0);
   const auto [avg, mx] = queue_stats(r.run, 0, r.run.end_ns);
   put(r, "queue_avg_bytes", avg);
   put(r, "queue_max_bytes", mx);
@@ -488,9 +523,9 @@ std::vector<std::string> caption(const ExperimentResult& r) {
                   param(r, "delay_ns") + " ns propagation, MTU " + param(r, "path_mtu") + " B, " +
                   param(r, "flow_bytes") + " B per flow");
   lines.push_back("ECN Kmin " + param(r, "kmin_bytes") + " B, Kmax " + param(r, "kmax_bytes") +
-                  " B, Pmax " + param(r, "pmax") + "; PFC XOFF " + param(r, "xoff_bytes") +
-                  " B per ingress port; buffer " + param(r, "buffer_bytes") + " B; sample " +
-                  param(r, "sample_ns") + " ns");
+                  " B, Pmax " + param(r, "pmax") + " at " + param(r, "ecn_mark") + "; PFC XOFF " +
+                  param(r, "xoff_bytes") + " B per ingress port; buffer " +
+                  param(r, "buffer_bytes") + " B; sample " + param(r, "sample_ns") + " ns");
   for (const auto& keys : {std::vector<const char*>{"bottleneck_util", "jain", "last_done_us",
                                                     "queue_avg_bytes", "queue_max_bytes"},
                            std::vector<const char*>{"pause_frames", "cnps_received", "rate_cuts",

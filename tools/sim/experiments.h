@@ -33,6 +33,7 @@ struct ExperimentParams {
   uint32_t path_mtu = 1024;
   uint64_t kmin_bytes = 20 * 1024, kmax_bytes = 200 * 1024;
   double pmax = 0.2;
+  bool mark_at_dequeue = false;  // ECN marking at egress dequeue (HPCC's ns-3) instead of enqueue
   uint64_t xoff_bytes = 256 * 1024;
   uint64_t buffer_bytes = 12 << 20;
   Nanos stagger_ns = 200'000;  // convergence: time between flow starts

@@ -18,9 +18,10 @@ namespace {
 int print_usage(std::FILE* f, const char* prog) {
   std::fprintf(f,
                "usage: %s incast|victim|parking-lot|convergence|loss [--mode "
-               "pfc|pfc+dcqcn|dcqcn-nopfc] [--dcqcn paper|mlx5] [--seed N] [--senders N] "
+               "pfc|pfc+dcqcn|dcqcn-nopfc] [--dcqcn paper|mlx5|hpcc] [--seed N] [--senders N] "
                "[--flows N] [--bytes B] [--loss P] [--stagger-us T] [--mtu B] [--kmin-kb K] "
-               "[--kmax-kb K] [--pmax P] [--out DIR]\n"
+               "[--kmax-kb K] [--pmax P] [--xoff-kb K] [--mark enqueue|dequeue] [--rate-gbps G] "
+               "[--out DIR]\n"
                "       %s topology 'TEXT' | '{JSON}' | @FILE\n",
                prog, prog);
   return 2;
@@ -94,6 +95,8 @@ int run_sim_cli(int argc, char** argv, const char* prog) {
         p.dcqcn = uroce::transport::CcAlgorithm::kDcqcnPaper;
       else if (v == "mlx5")
         p.dcqcn = uroce::transport::CcAlgorithm::kDcqcnMlx5;
+      else if (v == "hpcc")
+        p.dcqcn = uroce::transport::CcAlgorithm::kDcqcnHpcc;
       else
         return usage();
     } else if (k == "--seed") {
@@ -112,8 +115,15 @@ int run_sim_cli(int argc, char** argv, const char* prog) {
       p.kmin_bytes = std::strtoull(v.c_str(), nullptr, 0) * 1024;
     } else if (k == "--kmax-kb") {
       p.kmax_bytes = std::strtoull(v.c_str(), nullptr, 0) * 1024;
+    } else if (k == "--mark") {
+      if (v != "enqueue" && v != "dequeue") return usage();
+      p.mark_at_dequeue = v == "dequeue";
+    } else if (k == "--xoff-kb") {
+      p.xoff_bytes = std::strtoull(v.c_str(), nullptr, 0) * 1024;
     } else if (k == "--pmax") {
       p.pmax = std::strtod(v.c_str(), nullptr);
+    } else if (k == "--rate-gbps") {
+      p.rate_bps = static_cast<uint64_t>(std::strtod(v.c_str(), nullptr) * 1e9);
     } else if (k == "--mtu") {
       p.path_mtu = static_cast<uint32_t>(std::strtoul(v.c_str(), nullptr, 0));
     } else if (k == "--out") {
@@ -124,7 +134,8 @@ int run_sim_cli(int argc, char** argv, const char* prog) {
   }
   if (p.senders < 1 || p.senders > 256 || p.flows < 1 || p.flows > 64 || p.flow_bytes == 0 ||
       p.flow_bytes > (1ull << 30) || p.loss < 0 || p.loss >= 1 || p.kmin_bytes > p.kmax_bytes ||
-      p.kmax_bytes == 0 || !(p.pmax > 0 && p.pmax <= 1))
+      p.kmax_bytes == 0 || !(p.pmax > 0 && p.pmax <= 1) || p.xoff_bytes == 0 ||
+      p.xoff_bytes > p.buffer_bytes || p.rate_bps < 1'000'000'000 || p.rate_bps > 800'000'000'000)
     return usage();
   ExperimentResult r;
   if (what == "incast")
