@@ -22,14 +22,18 @@ std::map<const Device*, std::weak_ptr<Runtime>> runtimes;
 // long enough to catch the reply of a ping-pong without a wake-up, short enough not to burn a
 // core when idle. UROCE_SPIN_US overrides (0: always sleep).
 constexpr uint64_t kDefaultSpinUs = 0;
-constexpr uint64_t kMaxSpinUs = 1'000'000;
+// How long after an application's empty poll the sleeping progress thread leaves packets to the
+// application (ProgressOptions::app_driving_ns). UROCE_APP_DRIVING_US overrides.
+constexpr uint64_t kDefaultAppDrivingUs = 200;
+constexpr uint64_t kMaxEnvUs = 1'000'000;
 
-uint64_t spin_ns_from_env() {
-  uint64_t us = kDefaultSpinUs;
-  if (const char* s = std::getenv("UROCE_SPIN_US"); s && *s) {
+// A microsecond count from the environment, capped at kMaxEnvUs, in nanoseconds.
+uint64_t ns_from_env(const char* name, uint64_t default_us) {
+  uint64_t us = default_us;
+  if (const char* s = std::getenv(name); s && *s) {
     char* end = nullptr;
     unsigned long long v = std::strtoull(s, &end, 10);
-    if (end && *end == '\0') us = v < kMaxSpinUs ? v : kMaxSpinUs;
+    if (end && *end == '\0') us = v < kMaxEnvUs ? v : kMaxEnvUs;
   }
   return us * 1000;
 }
@@ -143,9 +147,9 @@ Result<std::shared_ptr<Runtime>> Runtime::acquire(Device* device) {
   // Application threads drive the NIC themselves when they post or find a CQ empty (drive()), so
   // the thread only has to cover the time they do not: it sleeps as soon as traffic stops
   // instead of competing with them for a core.
-  o.progress.spin_ns = spin_ns_from_env();
+  o.progress.spin_ns = ns_from_env("UROCE_SPIN_US", kDefaultSpinUs);
   o.progress.yield_ns = 0;
-  o.progress.app_driving_ns = 200'000;
+  o.progress.app_driving_ns = ns_from_env("UROCE_APP_DRIVING_US", kDefaultAppDrivingUs);
   o.progress.block_signals = true;
   o.qp_defaults = qp_transport_options();
   o.start_engine = true;
