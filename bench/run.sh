@@ -5,7 +5,11 @@
 #   2. what users would pick instead: TCP (qperf tcp_bw/tcp_lat) and UCX over TCP (ucx_perftest
 #      with UCX_TLS=tcp: put bandwidth and latency);
 #   3. uroce bench (write/read/send bandwidth at 64 KiB and 1 MiB, message rate at 8 B, latency
-#      at 8 B and 4 KiB), each as a ratio to the ceiling.
+#      at 8 B and 4 KiB), each as a ratio to the ceiling;
+#   4. bandwidth against the run's highest ceiling;
+#   5. the drop-in path: perftest on the drop-in libibverbs against `uroce bench` for the same
+#      operation and size, interleaved, with the ratio drop-in / native (bench/abi_path.sh; needs
+#      perftest and the libraries in BUILD/lib).
 # Everything runs on the same two addresses, A and B.
 #
 # Usage: bench/run.sh [BUILD_DIR]   (default build/release; built here if udp_ceiling is absent)
@@ -227,3 +231,6 @@ for op in write write_msg read send; do
       "${FIG[paired_${op}_bw_$size]:-n/a}"
   done
 done
+
+echo "## 5. The drop-in path: perftest on the drop-in libibverbs against uroce bench (bench/abi_path.sh)"
+A=$A B=$B SECONDS_EACH=$SECS bench/abi_path.sh "$BUILD" "$REPEAT" 2>&1 | sed 's/^/  /'
