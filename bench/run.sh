@@ -6,7 +6,11 @@
 #      with UCX_TLS=tcp: put bandwidth and latency);
 #   3. uroce bench (write/read/send bandwidth at 64 KiB and 1 MiB, message rate at 8 B, latency
 #      at 8 B and 4 KiB), each as a ratio to the ceiling;
-#   5. the fabric simulator on htsim's scenario beside htsim (bench/htsim_compare.sh; SIM=0 skips).
+#   4. bandwidth against the run's highest ceiling;
+#   5. the drop-in path: perftest on the drop-in libibverbs against `uroce bench` for the same
+#      operation and size, interleaved, with the ratio drop-in / native (bench/abi_path.sh; needs
+#      perftest and the libraries in BUILD/lib);
+#   6. the fabric simulator on htsim's scenario beside htsim (bench/htsim_compare.sh; SIM=0 skips).
 # Everything runs on the same two addresses, A and B.
 #
 # Usage: bench/run.sh [BUILD_DIR]   (default build/release; built here if udp_ceiling is absent)
@@ -229,9 +233,12 @@ for op in write write_msg read send; do
   done
 done
 
-# 5. The fabric simulator against htsim on htsim's RoCE scenario (bench/htsim_compare.sh; htsim
+echo "## 5. The drop-in path: perftest on the drop-in libibverbs against uroce bench (bench/abi_path.sh)"
+A=$A B=$B SECONDS_EACH=$SECS "$(dirname "$0")/abi_path.sh" "$BUILD" "$REPEAT" 2>&1 | sed 's/^/  /'
+
+# 6. The fabric simulator against htsim on htsim's RoCE scenario (bench/htsim_compare.sh; htsim
 #    only where HTSIM names htsim_roce or a csg-htsim checkout). Opt out with SIM=0.
 if [[ ${SIM:-1} != 0 ]]; then
-  echo "## 5. Fabric simulator on htsim's scenario (virtual ms per CPU second; ratio to htsim)"
+  echo "## 6. Fabric simulator on htsim's scenario (virtual ms per CPU second; ratio to htsim)"
   ROUNDS=${SIM_ROUNDS:-1} "$(dirname "$0")/htsim_compare.sh" "$BUILD" | sed 's/^/  /'
 fi

@@ -99,7 +99,11 @@ void ProgressEngine::drive(bool app_polls) {
   // wake it once, so that it sleeps again without it.
   if (polling && last_drive_.exchange(now, std::memory_order_relaxed) == 0) kick();
   if (!mu_.try_lock()) {
-    kick();  // the pass in progress may have missed this caller's post
+    // The pass in progress may have missed this caller's post. A poll posted nothing: that pass
+    // takes whatever has arrived, and the caller polls again. Kicking here for polls made the
+    // thread's last pass before sleeping a magnet for kicks (an eventfd write per failed poll,
+    // then a wake-up and another pass), docs/performance.md, "The drop-in path".
+    if (!app_polls) kick();
     return;
   }
   now = now_ns();

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 
 #include "api/ibverbs/config.h"
 
@@ -22,14 +23,18 @@ std::map<const Device*, std::weak_ptr<Runtime>> runtimes;
 // long enough to catch the reply of a ping-pong without a wake-up, short enough not to burn a
 // core when idle. UROCE_SPIN_US overrides (0: always sleep).
 constexpr uint64_t kDefaultSpinUs = 0;
-constexpr uint64_t kMaxSpinUs = 1'000'000;
+// How long after an application's empty poll the sleeping progress thread leaves packets to the
+// application (ProgressOptions::app_driving_ns). UROCE_APP_DRIVING_US overrides.
+constexpr uint64_t kDefaultAppDrivingUs = 200;
+constexpr uint64_t kMaxEnvUs = 1'000'000;
 
-uint64_t spin_ns_from_env() {
-  uint64_t us = kDefaultSpinUs;
-  if (const char* s = std::getenv("UROCE_SPIN_US"); s && *s) {
+// A microsecond count from the environment, capped at kMaxEnvUs, in nanoseconds.
+uint64_t ns_from_env(const char* name, uint64_t default_us) {
+  uint64_t us = default_us;
+  if (const char* s = std::getenv(name); s && *s) {
     char* end = nullptr;
     unsigned long long v = std::strtoull(s, &end, 10);
-    if (end && *end == '\0') us = v < kMaxSpinUs ? v : kMaxSpinUs;
+    if (end && *end == '\0') us = v < kMaxEnvUs ? v : kMaxEnvUs;
   }
   return us * 1000;
 }
@@ -84,6 +89,19 @@ void Runtime::write_stats() {
   const std::string side = name_ + "/" + std::to_string(::getpid());
   for (const auto& c : device().counters())
     text += side + "." + std::string(c.name) + " " + std::to_string(c.value) + "\n";
+  // Who ran the passes and what woke the progress thread (docs/performance.md, "The drop-in path").
+  const api::ProgressStats p = nic_->engine().stats();
+  const std::pair<const char*, uint64_t> engine[] = {
+      {"engine_passes", p.passes},
+      {"engine_inline_passes", p.inline_passes},
+      {"engine_sleeps", p.sleeps},
+      {"engine_wakeups_by_kick", p.wakeups_by_kick},
+      {"engine_wakeups_by_packet", p.wakeups_by_packet},
+      {"engine_wakeups_by_timeout", p.wakeups_by_timeout},
+      {"engine_kicks_sent", p.kicks_sent},
+  };
+  for (const auto& [name, value] : engine)
+    text += side + "." + name + " " + std::to_string(value) + "\n";
   // One append-mode write per process and device: concurrent processes do not interleave lines.
   int fd = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()))
@@ -147,9 +165,9 @@ Result<std::shared_ptr<Runtime>> Runtime::acquire(Device* device) {
   // Application threads drive the NIC themselves when they post or find a CQ empty (drive()), so
   // the thread only has to cover the time they do not: it sleeps as soon as traffic stops
   // instead of competing with them for a core.
-  o.progress.spin_ns = spin_ns_from_env();
+  o.progress.spin_ns = ns_from_env("UROCE_SPIN_US", kDefaultSpinUs);
   o.progress.yield_ns = 0;
-  o.progress.app_driving_ns = 200'000;
+  o.progress.app_driving_ns = ns_from_env("UROCE_APP_DRIVING_US", kDefaultAppDrivingUs);
   o.progress.block_signals = true;
   o.qp_defaults = qp_transport_options();
   o.start_engine = true;
