@@ -124,17 +124,21 @@ static void check_rdmacm(void* lib) {
     int rc = join(NULL, NULL, NULL);
     CHECK(rc == -1 && errno == EOPNOTSUPP, "rdma_join_multicast: %d errno %d", rc, errno);
   }
+  // rsockets are real (src/api/rdmacm/rsocket.cpp): a stream socket is a descriptor that closes,
+  // and a descriptor that is not an rsocket is EBADF.
   int (*rsocket)(int, int, int) = symbol(lib, "rsocket", "RDMACM_1.0");
-  if (rsocket) {
+  int (*rclose)(int) = symbol(lib, "rclose", "RDMACM_1.0");
+  if (rsocket && rclose) {
     errno = 0;
-    int rc = rsocket(2, 1, 0);
-    CHECK(rc == -1 && errno == EOPNOTSUPP, "rsocket: %d errno %d", rc, errno);
+    int fd = rsocket(2 /* AF_INET */, 1 /* SOCK_STREAM */, 0);
+    CHECK(fd >= 0, "rsocket: %d errno %d", fd, errno);
+    if (fd >= 0) CHECK(rclose(fd) == 0, "rclose: errno %d", errno);
   }
   ssize_t (*rsend)(int, const void*, size_t, int) = symbol(lib, "rsend", "RDMACM_1.0");
   if (rsend) {
     errno = 0;
-    ssize_t rc = rsend(3, "x", 1, 0);
-    CHECK(rc == -1 && errno == EOPNOTSUPP, "rsend: %zd errno %d", rc, errno);
+    ssize_t rc = rsend(0, "x", 1, 0);
+    CHECK(rc == -1 && errno == EBADF, "rsend on stdin: %zd errno %d", rc, errno);
   }
 }
 
