@@ -165,7 +165,8 @@ TEST(NeighbourTable, IsBoundedAndServesInsertedEntries) {
 
 // Whether a RoCE v1 peer is on the raw link's segment, from the kernel's routing table, in a
 // network namespace of its own (a child process, so this process's namespace is untouched): the
-// link's address 198.18.99.1/24 on `lo`, and 198.19.0.0/16 reached through a gateway. Root only.
+// link's address 198.18.99.1/24 on one end of a veth pair, and 198.19.0.0/16 reached through a
+// gateway. Root only.
 TEST(RawLinkReach, RoceV1ReachesOnlyPeersTheRoutingTableHasOnLink) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root (a network namespace, a packet socket)";
   const pid_t child = fork();
@@ -173,16 +174,18 @@ TEST(RawLinkReach, RoceV1ReachesOnlyPeersTheRoutingTableHasOnLink) {
   if (child == 0) {
     // Exit status: 0 all as expected, 1 setup failed (skip), 10 + n the n-th check failed.
     if (unshare(CLONE_NEWNET) != 0) _exit(1);
-    if (std::system("ip link set lo up && ip addr add 198.18.99.1/24 dev lo && "
-                    "ip route add 198.19.0.0/16 via 198.18.99.254") != 0)
+    if (std::system("ip link set lo up && ip link add rt0 type veth peer name rt1 && "
+                    "ip addr add 198.18.99.1/24 dev rt0 && ip link set rt0 up && "
+                    "ip link set rt1 up && ip route add 198.19.0.0/16 via 198.18.99.254") != 0)
       _exit(1);
+    const int dev = static_cast<int>(if_nametoindex("rt0"));
     const int lo = static_cast<int>(if_nametoindex("lo"));
     const std::optional<bool> expected_on_link[] = {
-        routes_on_link(lo, gid_from_ipv4({198, 18, 99, 2})),      // on the /24: on-link
-        routes_on_link(lo, gid_from_ipv4({198, 19, 0, 7})),       // through the gateway
-        routes_on_link(lo, gid_from_ipv4({203, 0, 113, 1})),      // no route at all
-        routes_on_link(lo, gid_from_ipv4({198, 18, 99, 1})),      // the link's own address
-        routes_on_link(lo + 1, gid_from_ipv4({198, 18, 99, 2})),  // not out of that interface
+        routes_on_link(dev, gid_from_ipv4({198, 18, 99, 2})),  // on the /24: on-link
+        routes_on_link(dev, gid_from_ipv4({198, 19, 0, 7})),   // through the gateway
+        routes_on_link(dev, gid_from_ipv4({203, 0, 113, 1})),  // no route at all
+        routes_on_link(dev, gid_from_ipv4({198, 18, 99, 1})),  // the link's own address
+        routes_on_link(lo, gid_from_ipv4({198, 18, 99, 2})),   // not out of that interface
     };
     const std::optional<bool> want[] = {true, false, false, false, false};
     for (int i = 0; i < 5; ++i)
@@ -191,7 +194,7 @@ TEST(RawLinkReach, RoceV1ReachesOnlyPeersTheRoutingTableHasOnLink) {
     ll[0] = 0xfe;
     ll[1] = 0x80;
     ll[15] = 9;
-    if (routes_on_link(lo, ll) != std::optional<bool>(true)) _exit(20);
+    if (routes_on_link(dev, ll) != std::optional<bool>(true)) _exit(20);
     auto raw = RawLink::open({.address = "198.18.99.1"});
     if (!raw.ok()) _exit(1);
     if (!(*raw)->reaches_roce_v1(gid_from_ipv4({198, 18, 99, 2}))) _exit(21);
