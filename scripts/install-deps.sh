@@ -6,7 +6,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libgtest-dev libgmock-dev googletest libbenchmark-dev
   libisal-dev libibverbs-dev librdmacm-dev libfmt-dev libcli11-dev
-  nlohmann-json3-dev
+  nlohmann-json3-dev libxdp-dev libbpf-dev
   clang-14 libclang-rt-14-dev clang-format
   python3 python3-scapy python3-pyverbs tshark
   iproute2 nftables ibverbs-utils rdmacm-utils perftest qperf ucx-utils libfabric-bin

@@ -32,6 +32,10 @@ void FabricLink::transmit(const wire::TxPacket& packet) {
   counters_.tx_bytes += n;
 }
 
+bool FabricLink::reaches_roce_v1(const Gid& dgid) const {
+  return fabric_.same_segment(host_, fabric_.host_by_address(dgid));  // false for an unknown GID
+}
+
 void FabricLink::on_receive(const Delivered& packet, Nanos now) {
   if (inbox_count_ == inbox_capacity_) {
     ++rx_drop_inbox_full_;

@@ -40,6 +40,8 @@ class FabricLink final : public link::Link, public HostReceiver {
   const link::LinkCounters& counters() const override { return counters_; }
   // RoCE v1 packets cross the fabric at L2 only: to hosts on this host's switch.
   bool carries_roce_v1() const override { return true; }
+  // ... so a v1 path reaches exactly the hosts on this host's segment (SwitchFabric::same_segment).
+  bool reaches_roce_v1(const Gid& dgid) const override;
 
   // Bytes waiting in this host's NIC queue (paused, or behind the line rate): what a NIC's
   // scheduler looks at before it pulls more work.

@@ -31,6 +31,7 @@ class CaptureLink final : public Link {
   int wait_fd() const override { return inner_->wait_fd(); }
   const LinkCounters& counters() const override { return inner_->counters(); }
   bool carries_roce_v1() const override { return inner_->carries_roce_v1(); }
+  bool reaches_roce_v1(const Gid& dgid) const override { return inner_->reaches_roce_v1(dgid); }
   void transmit(const wire::TxPacket& p) override;
   size_t poll(const RxHandler& handler, size_t budget) override;
 

@@ -11,6 +11,7 @@ namespace uroce::link {
 std::optional<LinkKind> parse_link_kind(std::string_view name) {
   if (name == "udp") return LinkKind::kUdp;
   if (name == "raw") return LinkKind::kRaw;
+  if (name == "xdp") return LinkKind::kXdp;
   return std::nullopt;
 }
 
@@ -20,6 +21,8 @@ const char* link_kind_name(LinkKind kind) {
       return "udp";
     case LinkKind::kRaw:
       return "raw";
+    case LinkKind::kXdp:
+      return "xdp";
   }
   return "?";
 }
@@ -53,6 +56,28 @@ Result<std::unique_ptr<Link>> open_link(const LinkOptions& options, std::string*
       }
       link = std::move(*l);
       break;
+    }
+    case LinkKind::kXdp: {
+      XdpLinkOptions xdp = options.xdp;
+      xdp.frames = options.raw;
+      xdp.frames.address = options.address;
+      const std::string where = xdp.frames.interface.empty()
+                                    ? "the interface holding " + options.address
+                                    : xdp.frames.interface;
+#ifdef UROCE_HAVE_XDP
+      std::string step;
+      auto l = XdpLink::open(xdp, &step);
+      if (!l)
+        return fail(l.error(),
+                    "cannot open an AF_XDP link (needs root and an interface that "
+                    "takes an XDP program) on " +
+                        where + (step.empty() ? "" : ": " + step));
+      link = std::move(*l);
+      break;
+#else
+      return fail(EPROTONOSUPPORT, "cannot open an AF_XDP link on " + where +
+                                       ": this build has none (configured with UROCE_XDP=OFF)");
+#endif
     }
   }
   if (!link)

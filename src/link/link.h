@@ -42,6 +42,14 @@ class Link : public wire::PacketSink {
   // Whether transmit() honours AddressVector::roce_v1 (writes Ethernet frames itself). A link
   // that cannot must never be handed a v1 path: the device refuses one (verbs make_address_vector).
   virtual bool carries_roce_v1() const { return false; }
+  // Whether a RoCE v1 packet to `dgid` can arrive: v1 is not routable, so the peer must be on
+  // this link's Ethernet segment. The device refuses a v1 path to a peer outside it with
+  // EHOSTUNREACH at create_ah / modify_qp rather than let every packet vanish. Called from
+  // application threads, concurrently with passes: it may read only what does not change.
+  virtual bool reaches_roce_v1(const Gid& dgid) const {
+    (void)dgid;
+    return carries_roce_v1();
+  }
 };
 
 }  // namespace uroce::link

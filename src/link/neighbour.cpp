@@ -136,6 +136,61 @@ void NeighbourTable::dump(Nanos now) {
 #pragma GCC diagnostic pop
 }
 
+std::optional<bool> routes_on_link(int ifindex, const Gid& peer) {
+  const bool v4 = gid_is_ipv4(peer);
+  if (!v4 && peer[0] == 0xfe && (peer[1] & 0xc0) == 0x80) return true;  // fe80::/10
+  const int fd = socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE);
+  if (fd < 0) return std::nullopt;
+  struct {
+    nlmsghdr h;
+    rtmsg rt;
+    uint8_t attrs[64];
+  } req{};
+  req.h.nlmsg_len = NLMSG_LENGTH(sizeof(rtmsg));
+  req.h.nlmsg_type = RTM_GETROUTE;
+  req.h.nlmsg_flags = NLM_F_REQUEST;
+  req.h.nlmsg_seq = 1;
+  req.rt.rtm_family = v4 ? AF_INET : AF_INET6;
+  req.rt.rtm_dst_len = v4 ? 32 : 128;
+  // No output interface in the request: with one, IPv4 assumes on-link whatever the table says.
+  add_attr(&req.h, RTA_DST, v4 ? peer.data() + 12 : peer.data(), v4 ? 4 : 16);
+  sockaddr_nl kernel{};
+  kernel.nl_family = AF_NETLINK;
+  std::optional<bool> answer;
+  alignas(nlmsghdr) uint8_t buf[4096];
+  if (sendto(fd, &req, req.h.nlmsg_len, 0, reinterpret_cast<sockaddr*>(&kernel), sizeof kernel) >=
+      0) {
+    const ssize_t n = recv(fd, buf, sizeof buf, 0);
+    // As in dump(): the macros' casts and signed comparisons are checked by NLMSG_OK / RTA_OK.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wcast-align"
+#pragma GCC diagnostic ignored "-Wsign-compare"
+    int len = static_cast<int>(n);
+    for (auto* h = reinterpret_cast<nlmsghdr*>(buf); n > 0 && NLMSG_OK(h, len) && !answer;
+         h = NLMSG_NEXT(h, len)) {
+      if (h->nlmsg_type == NLMSG_ERROR) {
+        answer = false;  // no route (ENETUNREACH): not on any segment of ours
+        break;
+      }
+      if (h->nlmsg_type != RTM_NEWROUTE) continue;
+      const auto* rt = static_cast<const rtmsg*>(NLMSG_DATA(h));
+      bool gateway = false;
+      int oif = 0;
+      int alen = static_cast<int>(RTM_PAYLOAD(h));
+      for (auto* a = RTM_RTA(rt); RTA_OK(a, alen); a = RTA_NEXT(a, alen)) {
+        if (a->rta_type == RTA_GATEWAY || a->rta_type == RTA_VIA) gateway = true;
+        if (a->rta_type == RTA_OIF && RTA_PAYLOAD(a) == sizeof(int))
+          std::memcpy(&oif, RTA_DATA(a), sizeof(int));
+      }
+      // RTN_LOCAL (the address is this host's own) is not a peer on the wire either.
+      answer = rt->rtm_type == RTN_UNICAST && !gateway && oif == ifindex;
+    }
+#pragma GCC diagnostic pop
+  }
+  close(fd);
+  return answer;
+}
+
 void NeighbourTable::request_resolution(const Gid& peer) {
   const int fd = netlink();
   if (fd < 0) return;

@@ -19,6 +19,12 @@ namespace uroce::link {
 
 using Mac = std::array<uint8_t, 6>;
 
+// Whether the kernel routes packets for `peer` (an IPv4-mapped or IPv6 GID) straight out of
+// interface `ifindex` with no gateway (an RTM_GETROUTE lookup): a peer on that interface's Ethernet
+// segment, the only kind RoCE v1 reaches. An IPv6 link-local peer always is. nullopt when the
+// routing table cannot be asked (no netlink socket). Opens its own socket: safe on any thread.
+std::optional<bool> routes_on_link(int ifindex, const Gid& peer);
+
 struct NeighbourStats {
   uint64_t lookups = 0, dumps = 0, misses = 0, resolve_requests = 0, evictions = 0;
 };

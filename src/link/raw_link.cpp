@@ -48,7 +48,9 @@ constexpr sock_filter kRoceFilter[] = {
     BPF_STMT(BPF_RET | BPF_K, 0),                                        // 16: refuse
 };
 
-bool parse_address(const std::string& text, Gid& gid) {
+}  // namespace
+
+bool parse_gid_address(const std::string& text, Gid& gid) {
   in_addr a4{};
   in6_addr a6{};
   if (inet_pton(AF_INET, text.c_str(), &a4) == 1) {
@@ -85,7 +87,41 @@ std::string interface_holding(const Gid& gid) {
   return name;
 }
 
-}  // namespace
+int bind_roce_guard_socket(const Gid& gid, int ifindex, int& fd) {
+  const bool v4 = gid_is_ipv4(gid);
+  fd = socket(v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (fd < 0) return errno;
+  const int tiny = 1;  // the kernel rounds it up to its minimum
+  setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &tiny, sizeof tiny);
+  sockaddr_storage ss{};
+  socklen_t sl;
+  if (v4) {
+    auto* sin = reinterpret_cast<sockaddr_in*>(&ss);
+    sin->sin_family = AF_INET;
+    sin->sin_port = htons(wire::kRoceV2Port);
+    std::memcpy(&sin->sin_addr, gid.data() + 12, 4);
+    sl = sizeof(sockaddr_in);
+  } else {
+    auto* sin6 = reinterpret_cast<sockaddr_in6*>(&ss);
+    sin6->sin6_family = AF_INET6;
+    sin6->sin6_port = htons(wire::kRoceV2Port);
+    std::memcpy(&sin6->sin6_addr, gid.data(), 16);
+    if (gid[0] == 0xfe && (gid[1] & 0xc0) == 0x80) sin6->sin6_scope_id = ifindex;
+    sl = sizeof(sockaddr_in6);
+  }
+  if (bind(fd, reinterpret_cast<sockaddr*>(&ss), sl) != 0) return errno;
+  return 0;
+}
+
+int read_interface_identity(int fd, const std::string& ifname, Mac& mac, uint32_t& mtu) {
+  ifreq req{};
+  if (ifname.size() >= IFNAMSIZ) return EINVAL;
+  std::memcpy(req.ifr_name, ifname.c_str(), ifname.size() + 1);
+  if (ioctl(fd, SIOCGIFHWADDR, &req) != 0) return errno;
+  std::memcpy(mac.data(), req.ifr_hwaddr.sa_data, 6);
+  if (ioctl(fd, SIOCGIFMTU, &req) == 0 && req.ifr_mtu > 0) mtu = static_cast<uint32_t>(req.ifr_mtu);
+  return 0;
+}
 
 Result<std::unique_ptr<RawLink>, int> RawLink::open(const RawLinkOptions& options) {
   std::unique_ptr<RawLink> link(new RawLink(options));
@@ -99,7 +135,7 @@ RawLink::~RawLink() {
 }
 
 int RawLink::setup() {
-  if (!parse_address(options_.address, gid_)) return EINVAL;
+  if (!parse_gid_address(options_.address, gid_)) return EINVAL;
   if (options_.vlan_id && *options_.vlan_id > 0xfff) return EINVAL;
   ifname_ = options_.interface.empty() ? interface_holding(gid_) : options_.interface;
   if (ifname_.empty() || ifname_.size() >= IFNAMSIZ) return EINVAL;
@@ -107,28 +143,7 @@ int RawLink::setup() {
   if (ifindex_ == 0) return ENODEV;
 
   // The guard: address:4791 held, so the kernel does not answer RoCEv2 frames with ICMP.
-  const bool v4 = gid_is_ipv4(gid_);
-  guard_fd_ = socket(v4 ? AF_INET : AF_INET6, SOCK_DGRAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (guard_fd_ < 0) return errno;
-  const int tiny = 1;  // the kernel rounds it up to its minimum
-  setsockopt(guard_fd_, SOL_SOCKET, SO_RCVBUF, &tiny, sizeof tiny);
-  sockaddr_storage ss{};
-  socklen_t sl;
-  if (v4) {
-    auto* sin = reinterpret_cast<sockaddr_in*>(&ss);
-    sin->sin_family = AF_INET;
-    sin->sin_port = htons(wire::kRoceV2Port);
-    std::memcpy(&sin->sin_addr, gid_.data() + 12, 4);
-    sl = sizeof(sockaddr_in);
-  } else {
-    auto* sin6 = reinterpret_cast<sockaddr_in6*>(&ss);
-    sin6->sin6_family = AF_INET6;
-    sin6->sin6_port = htons(wire::kRoceV2Port);
-    std::memcpy(&sin6->sin6_addr, gid_.data(), 16);
-    if (gid_[0] == 0xfe && (gid_[1] & 0xc0) == 0x80) sin6->sin6_scope_id = ifindex_;
-    sl = sizeof(sockaddr_in6);
-  }
-  if (bind(guard_fd_, reinterpret_cast<sockaddr*>(&ss), sl) != 0) return errno;
+  if (int err = bind_roce_guard_socket(gid_, ifindex_, guard_fd_)) return err;
 
   // Protocol 0 until the filter is on, so no unfiltered frame is queued in between.
   fd_ = socket(AF_PACKET, SOCK_RAW | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
@@ -148,12 +163,7 @@ int RawLink::setup() {
   ll.sll_ifindex = ifindex_;
   if (bind(fd_, reinterpret_cast<sockaddr*>(&ll), sizeof ll) != 0) return errno;
 
-  ifreq req{};
-  std::memcpy(req.ifr_name, ifname_.c_str(), ifname_.size() + 1);
-  if (ioctl(fd_, SIOCGIFHWADDR, &req) != 0) return errno;
-  std::memcpy(mac_.data(), req.ifr_hwaddr.sa_data, 6);
-  if (ioctl(fd_, SIOCGIFMTU, &req) == 0 && req.ifr_mtu > 0)
-    if_mtu_ = static_cast<uint32_t>(req.ifr_mtu);
+  if (int err = read_interface_identity(fd_, ifname_, mac_, if_mtu_)) return err;
 
   neighbours_ = std::make_unique<NeighbourTable>(ifindex_, options_.neighbour_cache_entries);
   if (options_.tx_batch == 0 || options_.rx_batch == 0) return EINVAL;
@@ -176,6 +186,10 @@ int RawLink::setup() {
   }
   tx_queued_.reserve(options_.tx_batch);
   return 0;
+}
+
+bool RawLink::reaches_roce_v1(const Gid& dgid) const {
+  return routes_on_link(ifindex_, dgid).value_or(true);
 }
 
 uint8_t RawLink::priority_code_point(const wire::AddressVector& av) {

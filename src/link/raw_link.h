@@ -39,6 +39,19 @@
 
 namespace uroce::link {
 
+// What the links that write Ethernet frames themselves (this one, xdp_link.h) share.
+// The address as a GID (IPv4-mapped or IPv6); false if it is neither.
+bool parse_gid_address(const std::string& text, Gid& gid);
+// The interface that has exactly `gid` assigned, or "".
+std::string interface_holding(const Gid& gid);
+// Binds a UDP socket to gid:4791 that is never read, with the smallest receive buffer, so the
+// kernel drops RoCEv2 datagrams that reach its stack silently instead of answering each with ICMP
+// port unreachable (docs/links.md). Returns an errno (EADDRINUSE: a UDP link holds the port);
+// `fd` is set whenever a socket was made, for the caller to close.
+int bind_roce_guard_socket(const Gid& gid, int ifindex, int& fd);
+// The interface's MAC and MTU (ioctl on any socket `fd`; `mtu` is left alone if unknown).
+int read_interface_identity(int fd, const std::string& ifname, Mac& mac, uint32_t& mtu);
+
 struct RawLinkOptions {
   std::string address;    // local IPv4 or IPv6 address: the GID (v1 and v2 share the value)
   std::string interface;  // empty: the interface that holds `address`
@@ -82,6 +95,9 @@ class RawLink final : public Link {
   int wait_fd() const override { return fd_; }
   const LinkCounters& counters() const override { return counters_; }
   bool carries_roce_v1() const override { return true; }
+  // A v1 peer must be on this interface's segment: routes_on_link (the kernel's routing table,
+  // no gateway). When the table cannot be asked, the path is allowed, as before this check.
+  bool reaches_roce_v1(const Gid& dgid) const override;
 
   const RawLinkStats& stats() const { return stats_; }
   const std::string& interface() const { return ifname_; }

@@ -101,6 +101,8 @@ class Device {
   link::Link& link() { return link_; }
   // The link writes Ethernet frames and so can send RoCE v1 (the GID table's v1 entry usable).
   bool carries_roce_v1() const { return link_.carries_roce_v1(); }
+  // A RoCE v1 packet to `dgid` can arrive: the peer is on the link's Ethernet segment.
+  bool reaches_roce_v1(const Gid& dgid) const { return link_.reaches_roce_v1(dgid); }
 
   // ibv_open_device.
   Result<std::unique_ptr<Context>> open();

@@ -134,6 +134,9 @@ Result<transport::AddressVector> make_address_vector(const AhAttr& ah, const Dev
   bool zero = true;
   for (uint8_t b : ah.grh.dgid) zero = zero && b == 0;
   if (zero) return Err(EINVAL);
+  // RoCE v1 cannot cross a router (IBA annex A16): a peer off the link's Ethernet segment is
+  // unreachable, said here rather than as a retry-exceeded completion once every packet is lost.
+  if (roce_v1 && !dev.reaches_roce_v1(ah.grh.dgid)) return Err(EHOSTUNREACH);
   transport::AddressVector av;
   av.dgid = ah.grh.dgid;
   av.traffic_class = ah.grh.traffic_class;
@@ -319,10 +322,15 @@ int QueuePair::validate(const QpAttr& a, uint32_t mask, QpState cur, QpState nex
         m > static_cast<uint8_t>(dev_.port_attr().active_mtu))
       return EINVAL;
   }
-  if ((mask & kQpAv) && !make_address_vector(a.ah_attr, dev_, qpn_, a.dest_qp_num)) return EINVAL;
-  if ((mask & kQpAltPath) && (a.alt_port_num != 1 || a.alt_pkey_index != 0 ||
-                              !make_address_vector(a.alt_ah_attr, dev_, qpn_, 0)))
-    return EINVAL;
+  if (mask & kQpAv) {
+    auto av = make_address_vector(a.ah_attr, dev_, qpn_, a.dest_qp_num);
+    if (!av) return av.error();  // EINVAL, or EHOSTUNREACH for a v1 peer off the segment
+  }
+  if (mask & kQpAltPath) {
+    if (a.alt_port_num != 1 || a.alt_pkey_index != 0) return EINVAL;
+    auto av = make_address_vector(a.alt_ah_attr, dev_, qpn_, 0);
+    if (!av) return av.error();
+  }
   if ((mask & kQpPathMigState) && a.path_mig_state > 2) return EINVAL;  // ibv_mig_state
   if ((mask & kQpDestQpn) && a.dest_qp_num >> 24) return EINVAL;
   // Field widths of IBA 11.2.4.2: timers and retry counts.

@@ -138,8 +138,9 @@ class AddressHandle {
 
 // Validates an ibv_ah_attr for RoCE and converts it: EINVAL unless is_global, port 1, sgid_index
 // in the GID table, a non-zero dgid. The v1 entry (kGidIndexRoceV1) sets AddressVector::roce_v1,
-// EINVAL on a link that cannot carry v1 (the UDP link). `src_qpn`/`dst_qpn` seed the UDP source
-// port (ECMP entropy).
+// EINVAL on a link that cannot carry v1 (the UDP link), EHOSTUNREACH for a v1 peer off the link's
+// Ethernet segment (Link::reaches_roce_v1). `src_qpn`/`dst_qpn` seed the UDP source port (ECMP
+// entropy).
 Result<transport::AddressVector> make_address_vector(const AhAttr& ah, const Device& dev,
                                                      uint32_t src_qpn, uint32_t dst_qpn);
 

@@ -123,6 +123,10 @@ TEST(FabricTopology, RoceV1StaysOnItsSegment) {
     links.push_back(std::move(*l));
   }
   EXPECT_TRUE(links[0]->carries_roce_v1());
+  // What the device asks before it accepts a v1 path (EHOSTUNREACH otherwise).
+  EXPECT_TRUE(links[0]->reaches_roce_v1(host_gid(b)));
+  EXPECT_FALSE(links[0]->reaches_roce_v1(host_gid(far)));
+  EXPECT_FALSE(links[0]->reaches_roce_v1(gid_from_ipv4({203, 0, 113, 9})));  // no such host
 
   wire::TransportHeaders h;
   h.bth.opcode = wire::op::kRcSendOnly;

@@ -78,10 +78,30 @@ TEST(LinkFactory, KindNames) {
   EXPECT_EQ(parse_link_kind("udp"), LinkKind::kUdp);
   EXPECT_EQ(parse_link_kind("UDP"), std::nullopt);
   EXPECT_EQ(parse_link_kind(""), std::nullopt);
-  EXPECT_EQ(parse_link_kind("xdp"), std::nullopt);
+  EXPECT_EQ(parse_link_kind("af_xdp"), std::nullopt);
   EXPECT_STREQ(link_kind_name(LinkKind::kUdp), "udp");
   EXPECT_EQ(parse_link_kind("raw"), LinkKind::kRaw);
   EXPECT_STREQ(link_kind_name(LinkKind::kRaw), "raw");
+  EXPECT_EQ(parse_link_kind("xdp"), LinkKind::kXdp);
+  EXPECT_STREQ(link_kind_name(LinkKind::kXdp), "xdp");
+}
+
+TEST(LinkFactory, AnXdpLinkOnAnAddressNoInterfaceHoldsIsEinvalWithASentence) {
+  LinkOptions o;
+  o.kind = LinkKind::kXdp;
+  o.address = "198.51.100.77";  // TEST-NET-2: held by no interface here
+  std::string error;
+  auto l = open_link(o, &error);
+  ASSERT_FALSE(l.ok());
+#ifdef UROCE_HAVE_XDP
+  EXPECT_EQ(l.error(), EINVAL);
+  EXPECT_EQ(error,
+            std::string("cannot open an AF_XDP link (needs root and an interface that takes an XDP "
+                        "program) on the interface holding 198.51.100.77: interface: ") +
+                std::strerror(EINVAL));
+#else
+  EXPECT_EQ(l.error(), EPROTONOSUPPORT);
+#endif
 }
 
 TEST(LinkFactory, ARawLinkOnAnAddressNoInterfaceHoldsIsEinvalWithASentence) {

@@ -3,7 +3,12 @@
 // receive_frame() makes of frames, good and bad, and how it counts them (link.h's LinkCounters
 // meaning).
 #include <gtest/gtest.h>
+#include <net/if.h>
+#include <sched.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <cstdlib>
 #include <vector>
 
 #include "link/neighbour.h"
@@ -156,6 +161,51 @@ TEST(NeighbourTable, IsBoundedAndServesInsertedEntries) {
   t.insert(gid_from_ipv4({198, 18, 0, 3}), kMacA, 300);  // over capacity: starts over
   EXPECT_EQ(t.size(), 1u);
   EXPECT_EQ(t.stats().evictions, 2u);
+}
+
+// Whether a RoCE v1 peer is on the raw link's segment, from the kernel's routing table, in a
+// network namespace of its own (a child process, so this process's namespace is untouched): the
+// link's address 198.18.99.1/24 on one end of a veth pair, and 198.19.0.0/16 reached through a
+// gateway. Root only.
+TEST(RawLinkReach, RoceV1ReachesOnlyPeersTheRoutingTableHasOnLink) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (a network namespace, a packet socket)";
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    // Exit status: 0 all as expected, 1 setup failed (skip), 10 + n the n-th check failed.
+    if (unshare(CLONE_NEWNET) != 0) _exit(1);
+    if (std::system("ip link set lo up && ip link add rt0 type veth peer name rt1 && "
+                    "ip addr add 198.18.99.1/24 dev rt0 && ip link set rt0 up && "
+                    "ip link set rt1 up && ip route add 198.19.0.0/16 via 198.18.99.254") != 0)
+      _exit(1);
+    const int dev = static_cast<int>(if_nametoindex("rt0"));
+    const int lo = static_cast<int>(if_nametoindex("lo"));
+    const std::optional<bool> expected_on_link[] = {
+        routes_on_link(dev, gid_from_ipv4({198, 18, 99, 2})),  // on the /24: on-link
+        routes_on_link(dev, gid_from_ipv4({198, 19, 0, 7})),   // through the gateway
+        routes_on_link(dev, gid_from_ipv4({203, 0, 113, 1})),  // no route at all
+        routes_on_link(dev, gid_from_ipv4({198, 18, 99, 1})),  // the link's own address
+        routes_on_link(lo, gid_from_ipv4({198, 18, 99, 2})),   // not out of that interface
+    };
+    const std::optional<bool> want[] = {true, false, false, false, false};
+    for (int i = 0; i < 5; ++i)
+      if (expected_on_link[i] != want[i]) _exit(10 + i);
+    Gid ll{};
+    ll[0] = 0xfe;
+    ll[1] = 0x80;
+    ll[15] = 9;
+    if (routes_on_link(dev, ll) != std::optional<bool>(true)) _exit(20);
+    auto raw = RawLink::open({.address = "198.18.99.1"});
+    if (!raw.ok()) _exit(1);
+    if (!(*raw)->reaches_roce_v1(gid_from_ipv4({198, 18, 99, 2}))) _exit(21);
+    if ((*raw)->reaches_roce_v1(gid_from_ipv4({198, 19, 0, 7}))) _exit(22);
+    _exit(0);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  if (WEXITSTATUS(status) == 1) GTEST_SKIP() << "no network namespace or `ip` here";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "check " << WEXITSTATUS(status) - 10 << " failed";
 }
 
 }  // namespace

@@ -136,6 +136,32 @@ TEST(VerbsQp, RoceV1GidIndexChoosesV1OnALinkThatCarriesIt) {
   }
 }
 
+// A v1 path to a peer off the link's segment is refused with EHOSTUNREACH at modify_qp(RTR) and
+// create_ah (not accepted and then lost packet by packet); the same peer over v2 is accepted.
+TEST(VerbsQp, RoceV1PeerOffTheSegmentIsUnreachable) {
+  FakeWorld w;
+  w.link.writes_frames = true;
+  w.link.off_segment = w.link.peer_gid;
+  auto qp = w.qp(T::kRc);
+  drive(*qp, S::kInit);
+  QpAttr a = good_attr(S::kRtr);
+  a.ah_attr.grh.sgid_index = kGidIndexRoceV1;
+  EXPECT_EQ(qp->modify(a, kRcRtr), EHOSTUNREACH);
+  EXPECT_EQ(qp->state(), S::kInit);
+  AhAttr ah = a.ah_attr;
+  auto handle = w.pd->create_ah(ah);
+  ASSERT_FALSE(handle.ok());
+  EXPECT_EQ(handle.error(), EHOSTUNREACH);
+  // Another peer on the segment is reachable over v1.
+  ah.grh.dgid = gid_from_ipv4({10, 0, 0, 3});
+  EXPECT_TRUE(w.pd->create_ah(ah).ok());
+  // RoCEv2 is routable: the off-segment peer is accepted.
+  a.ah_attr.grh.sgid_index = 0;
+  EXPECT_EQ(qp->modify(a, kRcRtr), 0);
+  EXPECT_EQ(qp->state(), S::kRtr);
+  EXPECT_FALSE(w.fake(*qp).config.path.roce_v1);
+}
+
 // Every transition the table allows, for every type, with exactly its required mask: legal. Then
 // each required bit left out, and each bit the transition does not accept added: EINVAL, and
 // the QP is left as it was.

@@ -47,7 +47,11 @@ class FakeLink : public link::Link {
   }
   const link::LinkCounters& counters() const override { return counters_; }
   bool carries_roce_v1() const override { return writes_frames; }
+  bool reaches_roce_v1(const Gid& dgid) const override {
+    return writes_frames && dgid != off_segment;
+  }
   bool writes_frames = false;  // stands in for a raw Ethernet link (RoCE v1 paths allowed)
+  Gid off_segment{};           // a peer behind a router: v1 cannot reach it
 
   // A packet for QP `qpn` (only the BTH matters to the device).
   void inject(uint32_t qpn) {

@@ -23,7 +23,7 @@ struct BenchOptions {
   int stall_timeout_s = 30;  // no completion for this long ends the run (a hang guard)
   std::string json_path;     // "-" = stdout instead of the table
   std::string pcap_path;
-  std::string link = "udp";    // link::parse_link_kind: udp | raw
+  std::string link = "udp";    // link::parse_link_kind: udp | raw | xdp
   bool roce_v1 = false;        // raw link: send RoCE v1 frames
   int vlan_id = -1;            // raw link: 802.1Q VLAN ID (0: priority tag only); -1: untagged
   bool raw_unbatched = false;  // raw link: a system call per frame

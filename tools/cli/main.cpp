@@ -73,10 +73,11 @@ void add_bench(CLI::App& app, BenchCli& b) {
   c->add_flag("--no-verify", b.no_verify, "do not check the data (pure speed)");
   c->add_option("--seed", b.o.params.seed, "verification pattern seed");
   c->add_option("--json", b.o.json_path, "write results as JSON to FILE ('-': stdout, no table)");
-  c->add_option("--link", b.o.link, "udp (kernel UDP sockets) | raw (Ethernet frames, root)")
-      ->check(CLI::IsMember({"udp", "raw"}));
-  c->add_flag("--roce-v1", b.o.roce_v1, "raw link: send RoCE v1 (EtherType 0x8915) frames");
-  c->add_option("--vlan", b.o.vlan_id, "raw link: tag frames with this 802.1Q VLAN ID")
+  c->add_option("--link", b.o.link,
+                "udp (kernel UDP sockets) | raw (Ethernet frames, root) | xdp (AF_XDP, root)")
+      ->check(CLI::IsMember({"udp", "raw", "xdp"}));
+  c->add_flag("--roce-v1", b.o.roce_v1, "raw/xdp link: send RoCE v1 (EtherType 0x8915) frames");
+  c->add_option("--vlan", b.o.vlan_id, "raw/xdp link: tag frames with this 802.1Q VLAN ID")
       ->check(CLI::Range(0, 4095));
   c->add_flag("--raw-unbatched", b.o.raw_unbatched,
               "raw link: a send() / recv() per frame instead of sendmmsg / recvmmsg batches");

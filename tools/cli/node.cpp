@@ -24,7 +24,7 @@ std::unique_ptr<Node> Node::open(const NodeOptions& options, std::string& error)
   api::NicOptions no;
   const auto kind = api::parse_link_kind(options.link);
   if (!kind) {
-    error = "unknown link '" + options.link + "' (udp, raw)";
+    error = "unknown link '" + options.link + "' (udp, raw, xdp)";
     return nullptr;
   }
   no.link.kind = *kind;

@@ -39,8 +39,8 @@ uint64_t ns_from_env(const char* name, uint64_t default_us) {
   return us * 1000;
 }
 
-// UROCE_LINK=udp|raw: the link every device of this process opens (docs/links.md). `raw` (root, an
-// Ethernet interface holding the address) is the one that can send RoCE v1, the GID table's
+// UROCE_LINK=udp|raw|xdp: the link every device of this process opens (docs/links.md). `raw` and
+// `xdp` (root, an Ethernet interface holding the address) can send RoCE v1, the GID table's
 // index 1. Anything else is EINVAL at open, said once on stderr.
 Result<api::LinkKind> link_kind_from_env() {
   const char* s = std::getenv("UROCE_LINK");
