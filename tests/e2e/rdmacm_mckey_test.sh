@@ -12,19 +12,20 @@ GROUP=239.1.47.3 R1=127.0.147.1 R2=127.0.147.2 SND=127.0.147.3 COUNT=25
 export UROCE_STATS=$ABI_TMP/mckey.stats
 
 receiver() {  # receiver NAME ADDR
-  UROCE_DEVICES="$1=$2" timeout -k 5 40 mckey -m $GROUP -b "$2" -C $COUNT >"$ABI_TMP/$1.out" 2>&1 &
+  UROCE_DEVICES="$1=$2" timeout -k 5 40 stdbuf -oL mckey -m $GROUP -b "$2" -C $COUNT >"$ABI_TMP/$1.out" 2>&1 &
   ABI_PIDS+=($!)
   eval "${1}_PID=$!"
 }
 receiver mcr1 $R1
 receiver mcr2 $R2
-# The sender's datagrams reach only members that have joined: wait for both joins.
+# The sender's datagrams reach only members that have joined: wait for both joins (mckey's
+# output is line-buffered by stdbuf, so that a line printed is a line seen).
 for ((waited = 0; waited < 300; waited++)); do
   grep -q "^mckey: joined" "$ABI_TMP/mcr1.out" && grep -q "^mckey: joined" "$ABI_TMP/mcr2.out" && break
   sleep 0.1
 done
 SRC=0
-UROCE_DEVICES="mcs=$SND" timeout -k 5 40 mckey -m $GROUP -b $SND -C $COUNT -s >"$ABI_TMP/mcs.out" 2>&1 ||
+UROCE_DEVICES="mcs=$SND" timeout -k 5 40 stdbuf -oL mckey -m $GROUP -b $SND -C $COUNT -s >"$ABI_TMP/mcs.out" 2>&1 ||
   SRC=$?
 R1RC=0 R2RC=0
 wait "$mcr1_PID" || R1RC=$?

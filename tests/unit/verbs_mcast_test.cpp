@@ -183,7 +183,8 @@ TEST(VerbsMulticast, DeliversToEveryAttachedQpWithItsQkeyOnEachDevice) {
       << got(b, b3);
   // Each device handed every packet to each attached QP in the same pass, so nothing else is
   // still on its way.
-  pump(a, b, [] { return false; }, 200);
+  pump(
+      a, b, [] { return false; }, 200);
   EXPECT_EQ(got(a, a_member), kMessages);
   EXPECT_EQ(got(b, b1), kMessages);  // attached twice, delivered once
   EXPECT_EQ(got(b, b2), kMessages);
@@ -199,9 +200,11 @@ TEST(VerbsMulticast, DeliversToEveryAttachedQpWithItsQkeyOnEachDevice) {
   EXPECT_EQ(b.link->stats().rx_group_datagrams, kMessages);
   EXPECT_EQ(b.link->counters().rx_drop_bad_icrc, 0u);
 
-  // The GRH of a receive names the sender and the group; the payload follows it intact.
-  X EXPECT_EQ(std::memcmp(first + 8, a.dev->gid().data(), 16), 0);
-  EXPECT_EQ(std::memcmp(first + 24, group.data(), 16), 0);
+  // The GRH space of a receive holds the IPv4 header (its last 20 bytes): the sender's address
+  // and the group's; the payload follows intact.
+  const uint8_t* first = b.slot(0, 0);  // b1 is b's first QP
+  EXPECT_EQ(std::memcmp(first + 32, a.dev->gid().data() + 12, 4), 0);
+  EXPECT_EQ(std::memcmp(first + 36, group.data() + 12, 4), 0);
   EXPECT_EQ(std::memcmp(first + 40, message.data(), message.size()), 0);
 
   // Detached, a QP gets nothing more; the last QP out leaves the group on the link.
