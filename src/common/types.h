@@ -19,5 +19,17 @@ inline bool gid_is_ipv4(const Gid& g) {
     if (g[i] != 0) return false;
   return g[10] == 0xff && g[11] == 0xff;
 }
+// An IPv4 multicast group (224.0.0.0/4) as a GID, in either form rdma_cm uses for RoCE: the
+// IPv4-mapped one (::ffff:239.x.y.z, RoCEv2) or ff0e::ffff:239.x.y.z (RoCE v1). Returns the
+// RoCEv2 form, which is what a received packet's destination maps to, or all zeros if `g` is
+// neither.
+inline Gid ipv4_multicast_group(const Gid& g) {
+  bool v1_form = g[0] == 0xff && g[1] == 0x0e && g[10] == 0xff && g[11] == 0xff;
+  for (int i = 2; i < 10 && v1_form; ++i) v1_form = g[i] == 0;
+  if (!(gid_is_ipv4(g) || v1_form) || (g[12] & 0xf0) != 0xe0) return Gid{};
+  return gid_from_ipv4({g[12], g[13], g[14], g[15]});
+}
+// The destination QPN of a multicast packet (IBA 9.6.1.1: QP 0xFFFFFF with a multicast DGID).
+inline constexpr uint32_t kMulticastQpn = 0xffffff;
 
 }  // namespace uroce

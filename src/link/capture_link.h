@@ -32,6 +32,8 @@ class CaptureLink final : public Link {
   const LinkCounters& counters() const override { return inner_->counters(); }
   bool carries_roce_v1() const override { return inner_->carries_roce_v1(); }
   bool reaches_roce_v1(const Gid& dgid) const override { return inner_->reaches_roce_v1(dgid); }
+  int join_group(const Gid& g) override { return inner_->join_group(g); }
+  int leave_group(const Gid& g) override { return inner_->leave_group(g); }
   void transmit(const wire::TxPacket& p) override;
   size_t poll(const RxHandler& handler, size_t budget) override;
 

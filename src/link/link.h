@@ -5,6 +5,7 @@
 // ICRC on the way out, and parses, checks and counts on the way in. Whatever drives the device
 // calls it, one pass at a time: the progress engine in real time (api/progress_engine.h), the world
 // core in virtual time (sim/world_core.h); links are not thread-safe.
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -50,6 +51,11 @@ class Link : public wire::PacketSink {
     (void)dgid;
     return carries_roce_v1();
   }
+  // Receives (join) or stops receiving (leave) the packets sent to a multicast group, given in
+  // the form ipv4_multicast_group() returns. Called between passes (the device holds its
+  // quiesce lock). 0, or an errno: EOPNOTSUPP for a link that cannot, ENOMEM past its bound.
+  virtual int join_group(const Gid&) { return EOPNOTSUPP; }
+  virtual int leave_group(const Gid&) { return EOPNOTSUPP; }
 };
 
 }  // namespace uroce::link

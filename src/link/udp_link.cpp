@@ -6,6 +6,7 @@
 #include <netinet/in.h>
 #include <netinet/ip.h>
 #include <poll.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -180,6 +181,8 @@ struct UdpLink::RxBuffer {
 UdpLink::UdpLink(const UdpLinkOptions& options) : options_(options) {}
 
 UdpLink::~UdpLink() {
+  for (const Group& g : groups_) ::close(g.fd);
+  if (epoll_fd_ >= 0) ::close(epoll_fd_);
   if (fd_ >= 0) ::close(fd_);
 }
 
@@ -236,6 +239,13 @@ int UdpLink::setup() {
     if (::setsockopt(fd_, IPPROTO_IP, IP_MTU_DISCOVER, &pmtu, sizeof pmtu) != 0 ||
         ::setsockopt(fd_, IPPROTO_IP, IP_RECVTOS, &one, sizeof one) != 0 ||
         ::setsockopt(fd_, IPPROTO_IP, IP_RECVTTL, &one, sizeof one) != 0)
+      return errno;
+    // Multicast leaves by the link's own interface (without it, a 127/8 source and the default
+    // route's device disagree and the send fails) and is looped back to the host's other
+    // members, so that processes on one host see each other's groups.
+    const in_addr ifaddr = v4.sin_addr;
+    if (::setsockopt(fd_, IPPROTO_IP, IP_MULTICAST_IF, &ifaddr, sizeof ifaddr) != 0 ||
+        ::setsockopt(fd_, IPPROTO_IP, IP_MULTICAST_LOOP, &one, sizeof one) != 0)
       return errno;
   }
   if (::bind(fd_, reinterpret_cast<const sockaddr*>(&local_),
@@ -545,6 +555,34 @@ size_t UdpLink::send_batch(mmsghdr* msgs, size_t count) {
 
 // ---- Receive -------------------------------------------------------------------------------
 
+namespace {
+
+// The TOS or traffic class, TTL or hop limit and GRO segment size of a received datagram.
+template <typename Buffer>
+void read_control(const msghdr& m, Buffer& b) {
+  b.gso_size = 0;
+  b.traffic_class = 0;
+  b.hop_limit = 64;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(const_cast<msghdr*>(&m), c)) {
+    int v = 0;
+    if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
+      b.traffic_class = *CMSG_DATA(c);  // IP_RECVTOS delivers one byte
+    } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) {
+      std::memcpy(&v, CMSG_DATA(c), sizeof v);
+      b.traffic_class = static_cast<uint8_t>(v);
+    } else if ((c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TTL) ||
+               (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_HOPLIMIT)) {
+      std::memcpy(&v, CMSG_DATA(c), sizeof v);  // both an int
+      b.hop_limit = static_cast<uint8_t>(v);
+    } else if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO) {
+      std::memcpy(&v, CMSG_DATA(c), sizeof v);
+      b.gso_size = static_cast<uint32_t>(v);
+    }
+  }
+}
+
+}  // namespace
+
 size_t UdpLink::poll(const RxHandler& handler, size_t budget) {
   size_t taken = 0;
   // A receive call that returned fewer datagrams than it asked for found the socket empty: asking
@@ -587,33 +625,120 @@ size_t UdpLink::poll(const RxHandler& handler, size_t budget) {
         const msghdr& m = msgs[i].msg_hdr;
         b.len = msgs[i].msg_len;
         b.truncated = (m.msg_flags & MSG_TRUNC) != 0;
-        b.gso_size = 0;
-        b.traffic_class = 0;
-        b.hop_limit = 64;
-        for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr;
-             c = CMSG_NXTHDR(const_cast<msghdr*>(&m), c)) {
-          int v = 0;
-          if (c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TOS) {
-            b.traffic_class = *CMSG_DATA(c);  // IP_RECVTOS delivers one byte
-          } else if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_TCLASS) {
-            std::memcpy(&v, CMSG_DATA(c), sizeof v);
-            b.traffic_class = static_cast<uint8_t>(v);
-          } else if ((c->cmsg_level == IPPROTO_IP && c->cmsg_type == IP_TTL) ||
-                     (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_HOPLIMIT)) {
-            std::memcpy(&v, CMSG_DATA(c), sizeof v);  // both an int
-            b.hop_limit = static_cast<uint8_t>(v);
-          } else if (c->cmsg_level == IPPROTO_UDP && c->cmsg_type == UDP_GRO) {
-            std::memcpy(&v, CMSG_DATA(c), sizeof v);
-            b.gso_size = static_cast<uint32_t>(v);
-          }
-        }
+        read_control(m, b);
       }
       rx_filled_ = static_cast<size_t>(r);
       drained = rx_filled_ < want;
     }
     taken += deliver(handler, budget - taken);
   }
+  if (!groups_.empty() && taken < budget) taken += poll_groups(handler, budget - taken);
   return taken;
+}
+
+// ---- Multicast groups ----------------------------------------------------------------------
+
+size_t UdpLink::poll_groups(const RxHandler& handler, size_t budget) {
+  RxBuffer& b = group_rx_.front();
+  size_t taken = 0;
+  // Round-robin over the groups, each read until empty or the budget is spent.
+  for (size_t visited = 0; visited < groups_.size() && taken < budget; ++visited) {
+    const Group& g = groups_[next_group_ % groups_.size()];
+    next_group_ = (next_group_ + 1) % groups_.size();
+    std::array<uint8_t, 4> group_ip;
+    std::memcpy(group_ip.data(), g.gid.data() + 12, 4);
+    while (taken < budget) {
+      iovec iov{b.data.data(), b.data.size()};
+      msghdr m{};
+      m.msg_name = &b.from;
+      m.msg_namelen = sizeof b.from;
+      m.msg_iov = &iov;
+      m.msg_iovlen = 1;
+      m.msg_control = b.control.data();
+      m.msg_controllen = b.control.size();
+      ++stats_.rx_syscalls;
+      const ssize_t got = ::recvmsg(g.fd, &m, MSG_DONTWAIT);
+      if (got < 0) break;  // EAGAIN: this group is empty for now
+      ++stats_.rx_group_datagrams;
+      ++taken;
+      if ((m.msg_flags & MSG_TRUNC) != 0) {
+        ++counters_.rx_drop_malformed;
+        continue;
+      }
+      read_control(m, b);
+      // Without UDP_GRO on this socket the kernel hands out single datagrams (a GSO send it
+      // looped back is cut on receive), whose IP identification the ICRC check guesses.
+      handle_datagram(handler, b.data.data(), static_cast<size_t>(got), b, 0, group_ip.data(),
+                      g.gid);
+    }
+  }
+  return taken;
+}
+
+int UdpLink::join_group(const Gid& group) {
+  if (ipv6_ || ipv4_multicast_group(group) != group) return EOPNOTSUPP;
+  for (const Group& g : groups_)
+    if (g.gid == group) return EEXIST;
+  if (groups_.size() >= kMaxGroups) return ENOMEM;
+  if (epoll_fd_ < 0) {
+    epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
+    if (epoll_fd_ < 0) return errno;
+    epoll_event ev{};
+    ev.events = EPOLLIN;
+    ev.data.fd = fd_;
+    if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd_, &ev) != 0) {
+      const int err = errno;
+      ::close(epoll_fd_);
+      epoll_fd_ = -1;
+      return err;
+    }
+    group_rx_.resize(1);
+    group_rx_.front().data.resize(kRxBufferBytes);
+  }
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (fd < 0) return errno;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(options_.port);
+  std::memcpy(&addr.sin_addr, group.data() + 12, 4);
+  ip_mreqn join{};
+  join.imr_multiaddr = addr.sin_addr;
+  join.imr_address = reinterpret_cast<const sockaddr_in*>(&local_)->sin_addr;
+  const int one = 1, zero = 0;
+  const int buf = options_.socket_buffer_bytes;
+  if (::setsockopt(fd, SOL_SOCKET, SO_RCVBUFFORCE, &buf, sizeof buf) != 0)
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &buf, sizeof buf);
+  epoll_event ev{};
+  ev.events = EPOLLIN;
+  ev.data.fd = fd;
+  // Every member on the host binds the group's address and port (SO_REUSEADDR lets them share
+  // it; the kernel gives each a copy). Without IP_MULTICAST_ALL off, a socket would also get the
+  // groups other sockets on the host joined.
+  if (::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) != 0 ||
+      ::setsockopt(fd, IPPROTO_IP, IP_MULTICAST_ALL, &zero, sizeof zero) != 0 ||
+      ::setsockopt(fd, IPPROTO_IP, IP_RECVTOS, &one, sizeof one) != 0 ||
+      ::setsockopt(fd, IPPROTO_IP, IP_RECVTTL, &one, sizeof one) != 0 ||
+      ::bind(fd, reinterpret_cast<const sockaddr*>(&addr), sizeof addr) != 0 ||
+      ::setsockopt(fd, IPPROTO_IP, IP_ADD_MEMBERSHIP, &join, sizeof join) != 0 ||
+      ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &ev) != 0) {
+    const int err = errno;
+    ::close(fd);
+    return err;
+  }
+  groups_.push_back({group, fd});
+  return 0;
+}
+
+int UdpLink::leave_group(const Gid& group) {
+  for (size_t i = 0; i < groups_.size(); ++i) {
+    if (groups_[i].gid != group) continue;
+    ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, groups_[i].fd, nullptr);
+    ::close(groups_[i].fd);  // drops the membership
+    groups_.erase(groups_.begin() + static_cast<ptrdiff_t>(i));
+    next_group_ = 0;
+    return 0;
+  }
+  return ENOENT;
 }
 
 // Hands out segments of the buffered datagrams, at most `budget`; a GRO blob may be left half
@@ -636,7 +761,8 @@ size_t UdpLink::deliver(const RxHandler& handler, size_t budget) {
     const uint32_t index =
         b.gso_size != 0 ? static_cast<uint32_t>(rx_next_offset_ / b.gso_size) : 0;
     handle_datagram(handler, b.data.data() + rx_next_offset_, seg, b,
-                    static_cast<uint16_t>(std::min(index, kMaxGsoSegments - 1)));
+                    static_cast<uint16_t>(std::min(index, kMaxGsoSegments - 1)), ip_bytes(local_),
+                    gid_);
     ++n;
     rx_next_offset_ += seg;
     if (rx_next_offset_ >= b.len || seg == 0) {
@@ -648,7 +774,7 @@ size_t UdpLink::deliver(const RxHandler& handler, size_t budget) {
 }
 
 bool UdpLink::icrc_ok(const uint8_t* data, size_t len, const sockaddr_storage& from,
-                      uint16_t ip_id_guess) {
+                      const uint8_t* dst_ip, uint16_t ip_id_guess) {
   if (ipv6_) ip_id_guess = 0;
   // Rebuild IP + UDP as the sender's kernel wrote them, then the BTH, contiguous for
   // compute_icrc; the rest of the datagram is the "payload" part of the computation.
@@ -656,8 +782,8 @@ bool UdpLink::icrc_ok(const uint8_t* data, size_t len, const sockaddr_storage& f
   uint8_t* bth = prefix.data() + kPre;
   std::memcpy(bth, data, wire::kBthBytes);
   const uint32_t ulen = static_cast<uint32_t>(len);
-  const uint8_t* start = write_pseudo_headers(bth, ipv6_, ip_bytes(from), ip_bytes(local_),
-                                              port_of(from), options_.port, ulen, ip_id_guess);
+  const uint8_t* start = write_pseudo_headers(bth, ipv6_, ip_bytes(from), dst_ip, port_of(from),
+                                              options_.port, ulen, ip_id_guess);
   const std::span<const uint8_t> headers(start, static_cast<size_t>(bth - start) + wire::kBthBytes);
   const std::span<const uint8_t> rest(data + wire::kBthBytes,
                                       len - wire::kBthBytes - wire::kIcrcBytes);
@@ -686,13 +812,14 @@ bool UdpLink::icrc_ok(const uint8_t* data, size_t len, const sockaddr_storage& f
 }
 
 void UdpLink::handle_datagram(const RxHandler& handler, const uint8_t* data, size_t len,
-                              const RxBuffer& b, uint16_t ip_id_guess) {
+                              const RxBuffer& b, uint16_t ip_id_guess, const uint8_t* dst_ip,
+                              const Gid& dgid) {
   const sockaddr_storage& from = b.from;
   if (len < wire::kBthBytes + wire::kIcrcBytes) {
     ++counters_.rx_drop_malformed;
     return;
   }
-  if (!icrc_ok(data, len, from, ip_id_guess)) {
+  if (!icrc_ok(data, len, from, dst_ip, ip_id_guess)) {
     ++counters_.rx_drop_bad_icrc;
     return;
   }
@@ -712,7 +839,7 @@ void UdpLink::handle_datagram(const RxHandler& handler, const uint8_t* data, siz
   rx.hdr = &parsed->hdr;
   rx.payload = parsed->payload;
   rx.sgid = gid_of(from);
-  rx.dgid = gid_;
+  rx.dgid = dgid;
   rx.udp_src_port = port_of(from);
   rx.ce = ce;
   rx.traffic_class = b.traffic_class;

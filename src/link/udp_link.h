@@ -19,6 +19,12 @@
 // parses the transport headers, and hands each valid packet to the handler. Anything else is
 // dropped and counted. poll() never blocks; wait_fd() is the socket, for blocking waits.
 //
+// Multicast (IPv4 groups only, as Linux's RoCEv2 CM): join_group() opens one more socket per
+// group, bound to the group's address and port 4791 and joined on the link's interface (the one
+// holding its address); poll() reads those too, and a packet sent to a group's GID goes to the
+// group's address, out of the link's interface (IP_MULTICAST_IF), looped back to the host's other
+// members (IP_MULTICAST_LOOP). Once a group is joined, wait_fd() is an epoll set of every socket.
+//
 // Threading: one thread at a time (the progress engine's). See docs/udp-link.md.
 #include <sys/socket.h>
 
@@ -56,6 +62,7 @@ struct UdpLinkStats {
   uint64_t rx_syscalls = 0, rx_gro_blobs = 0;
   uint64_t rx_icrc_gso_id = 0;       // IPv4 ICRCs that matched a GSO segment's IP ID (see .cpp)
   uint64_t tx_icrc_prefix_hits = 0;  // sends whose IP/UDP part of the ICRC was kept (see .cpp)
+  uint64_t rx_group_datagrams = 0;   // datagrams read from multicast group sockets
 };
 
 class UdpLink final : public Link {
@@ -71,8 +78,14 @@ class UdpLink final : public Link {
   void transmit(const wire::TxPacket& packet) override;
   void flush() override;
   size_t poll(const RxHandler& handler, size_t budget) override;
-  int wait_fd() const override { return fd_; }
+  int wait_fd() const override { return epoll_fd_ >= 0 ? epoll_fd_ : fd_; }
   const LinkCounters& counters() const override { return counters_; }
+  // EOPNOTSUPP on an IPv6 link or for a GID that is not an IPv4 multicast group in the form
+  // ipv4_multicast_group() returns; ENOMEM past kMaxGroups; EEXIST if joined already, ENOENT
+  // (leave) if not; else the socket calls' errno.
+  int join_group(const Gid& group) override;
+  int leave_group(const Gid& group) override;
+  size_t groups_joined() const { return groups_.size(); }
 
   const UdpLinkStats& stats() const { return stats_; }
   const UdpLinkOptions& options() const { return options_; }
@@ -89,6 +102,7 @@ class UdpLink final : public Link {
   static constexpr uint32_t kMaxGsoSegments = 64;  // UDP_MAX_SEGMENTS is 64 on older kernels
   static constexpr uint32_t kMaxDatagramBytes = 65507;
   static constexpr uint32_t kMaxMmsg = 64;  // messages per sendmmsg/recvmmsg
+  static constexpr size_t kMaxGroups = 64;  // multicast groups joined at once (a socket each)
 
  private:
   struct TxSlot;
@@ -104,9 +118,13 @@ class UdpLink final : public Link {
   size_t deliver(const RxHandler& handler, size_t budget);
   // One datagram of the receive buffer `b` (whose sender address and IP fields every segment of
   // it shares).
+  // `dst_ip` and `dgid` are where it was sent: the link's address, or a group's.
   void handle_datagram(const RxHandler& handler, const uint8_t* data, size_t len, const RxBuffer& b,
-                       uint16_t ip_id_guess);
-  bool icrc_ok(const uint8_t* data, size_t len, const sockaddr_storage& from, uint16_t ip_id_guess);
+                       uint16_t ip_id_guess, const uint8_t* dst_ip, const Gid& dgid);
+  bool icrc_ok(const uint8_t* data, size_t len, const sockaddr_storage& from, const uint8_t* dst_ip,
+               uint16_t ip_id_guess);
+  // Reads the group sockets, one datagram per call, at most `budget`.
+  size_t poll_groups(const RxHandler& handler, size_t budget);
   // The ICRC's running CRC over the pseudo IP and UDP headers of `slot` sent to `dst_ip` as GSO
   // segment `ip_id`, from icrc_prefix_ or computed (writing those headers into the slot).
   uint32_t icrc_prefix(TxSlot& slot, const uint8_t* dst_ip, uint16_t ip_id);
@@ -140,6 +158,15 @@ class UdpLink final : public Link {
     bool valid = false;
   };
   std::array<IcrcPrefix, kMaxGsoSegments> icrc_prefix_{};
+
+  struct Group {
+    Gid gid{};
+    int fd = -1;
+  };
+  std::vector<Group> groups_;       // at most kMaxGroups
+  int epoll_fd_ = -1;               // made at the first join, kept: the engine may be waiting in it
+  size_t next_group_ = 0;           // where poll_groups() starts, so that no group starves
+  std::vector<RxBuffer> group_rx_;  // one buffer, sized at the first join
 
   LinkCounters counters_;
   UdpLinkStats stats_;

@@ -228,6 +228,12 @@ struct DeviceAttr {
   uint32_t max_srq = 256;
   uint32_t max_srq_wr = 4096;
   uint32_t max_srq_sge = transport::kMaxSge;
+  // Multicast (ibv_attach_mcast): groups the device has QPs attached to, QPs per group, and
+  // attachments over all groups. Each group is one more socket on a UDP link (link::UdpLink
+  // bounds them again, at kMaxGroups).
+  uint32_t max_mcast_grp = 32;
+  uint32_t max_mcast_qp_attach = 16;
+  uint32_t max_total_mcast_qp_attach = 128;
   uint32_t max_xrcd = 64;  // XRC domains open on the device (libibverbs has no field for it)
   // Target QPs one XRC domain may parent (not in ibv_device_attr; uroce's bound).
   uint32_t max_xrcd_target_qps = 256;

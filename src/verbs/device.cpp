@@ -223,6 +223,10 @@ void Device::deliver(const wire::RxPacket& packet, Nanos now) {
     deliver_gsi(packet, now);
     return;
   }
+  if (packet.hdr->bth.dest_qp == kMulticastQpn) {
+    deliver_multicast(packet, now);
+    return;
+  }
   auto it = qps_.find(packet.hdr->bth.dest_qp);
   if (it == qps_.end()) {
     rx_drop_unknown_qpn_.fetch_add(1, std::memory_order_relaxed);
@@ -230,6 +234,78 @@ void Device::deliver(const wire::RxPacket& packet, Nanos now) {
   }
   if (it->second->receive(packet, now) == QueuePair::Delivery::kWrongState)
     rx_drop_qp_state_.fetch_add(1, std::memory_order_relaxed);
+}
+
+// IBA 10.5.2.3 / 9.6.1.1: a datagram to QPN 0xFFFFFF goes to every QP of the port attached to
+// its destination group, each checking its own Q_Key (the transport's UD receive). Only the
+// attached QPs see it, so a sender gets its own datagrams back only if its QP is attached too
+// (the link hears its own group sends through IP_MULTICAST_LOOP), as a hardware NIC without
+// multicast loopback blocking does.
+void Device::deliver_multicast(const wire::RxPacket& packet, Nanos now) {
+  rx_mcast_packets_.fetch_add(1, std::memory_order_relaxed);
+  const Gid group = ipv4_multicast_group(packet.dgid);
+  for (const McastGroup& g : mcast_groups_) {
+    if (g.gid != group) continue;
+    for (QueuePair* qp : g.qps) {
+      if (qp->receive(packet, now) == QueuePair::Delivery::kWrongState)
+        rx_drop_qp_state_.fetch_add(1, std::memory_order_relaxed);
+      else
+        rx_mcast_deliveries_.fetch_add(1, std::memory_order_relaxed);
+    }
+    return;
+  }
+  rx_mcast_drops_.fetch_add(1, std::memory_order_relaxed);  // no QP attached (any more)
+}
+
+int Device::attach_mcast(QueuePair& qp, const Gid& gid) {
+  if (qp.type() != QpType::kUd) return EINVAL;
+  const Gid group = ipv4_multicast_group(gid);
+  if (group == Gid{}) return gid[0] == 0xff ? EOPNOTSUPP : EINVAL;  // IPv6 groups: not carried
+  std::unique_lock barrier(quiesce_);
+  auto it = std::find_if(mcast_groups_.begin(), mcast_groups_.end(),
+                         [&](const McastGroup& g) { return g.gid == group; });
+  if (it != mcast_groups_.end() && std::find(it->qps.begin(), it->qps.end(), &qp) != it->qps.end())
+    return 0;
+  if (mcast_attachments_ >= config_.attr.max_total_mcast_qp_attach) return ENOMEM;
+  if (it == mcast_groups_.end()) {
+    if (mcast_groups_.size() >= config_.attr.max_mcast_grp) return ENOMEM;
+    if (int err = link_.join_group(group); err != 0) return err;
+    mcast_groups_.push_back({group, {}});
+    it = mcast_groups_.end() - 1;
+  }
+  if (it->qps.size() >= config_.attr.max_mcast_qp_attach) return ENOMEM;
+  it->qps.push_back(&qp);
+  ++mcast_attachments_;
+  return 0;
+}
+
+int Device::detach_mcast(QueuePair& qp, const Gid& gid) {
+  const Gid group = ipv4_multicast_group(gid);
+  if (group == Gid{}) return EINVAL;
+  std::unique_lock barrier(quiesce_);
+  for (auto it = mcast_groups_.begin(); it != mcast_groups_.end(); ++it) {
+    if (it->gid != group) continue;
+    if (std::erase(it->qps, &qp) == 0) return EINVAL;
+    --mcast_attachments_;
+    if (it->qps.empty()) {
+      link_.leave_group(group);
+      mcast_groups_.erase(it);
+    }
+    return 0;
+  }
+  return EINVAL;
+}
+
+void Device::detach_all_mcast(QueuePair* qp) {
+  for (auto it = mcast_groups_.begin(); it != mcast_groups_.end();) {
+    mcast_attachments_ -= static_cast<uint32_t>(std::erase(it->qps, qp));
+    if (it->qps.empty()) {
+      link_.leave_group(it->gid);
+      it = mcast_groups_.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 void Device::mark_ready(QueuePair& qp) {
@@ -389,6 +465,11 @@ std::vector<Counter> Device::counters() const {
   std::vector<Counter> own = {
       {"rx_unknown_qpn_drops", rx_drop_unknown_qpn_.load()},
       {"rx_qp_state_drops", rx_drop_qp_state_.load()},
+      // Multicast: packets to QPN 0xFFFFFF, copies handed to attached QPs, and packets for a
+      // group no QP is attached to.
+      {"rx_mcast_packets", rx_mcast_packets_.load()},
+      {"rx_mcast_deliveries", rx_mcast_deliveries_.load()},
+      {"rx_mcast_no_group_drops", rx_mcast_drops_.load()},
       // Device totals (transport/device_totals.h): what is held now, and drops at the caps.
       {"sr_reorder_bytes_held", totals_.reorder_bytes(), Counter::Kind::kGaugeSum},
       {"sr_reorder_total_drops", totals_.reorder_cap_drops()},

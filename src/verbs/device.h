@@ -178,6 +178,13 @@ class Device {
   // Sends up to `limit` packets from ready QPs, round-robin in slot order from rr_next_.
   size_t transmit_ready(Nanos now, size_t limit);
   void deliver_gsi(const wire::RxPacket& packet, Nanos now);
+  // A packet to QPN 0xFFFFFF: a copy to every QP attached to its destination group.
+  void deliver_multicast(const wire::RxPacket& packet, Nanos now);
+  // ibv_attach_mcast / ibv_detach_mcast (QueuePair::attach_mcast); take quiesce_ exclusive.
+  int attach_mcast(QueuePair& qp, const Gid& group);
+  int detach_mcast(QueuePair& qp, const Gid& group);
+  // Needs quiesce_ exclusive: takes `qp` out of every group (its destruction).
+  void detach_all_mcast(QueuePair* qp);
   // Lets the agent fire its timers and send; returns its next deadline.
   Nanos transmit_gsi(Nanos now);
 
@@ -221,6 +228,16 @@ class Device {
   std::atomic<uint64_t> progress_qp_visits_{0};  // QP transmit turns, summed over passes
   std::atomic<Nanos> last_pass_at_{0};           // the `now` of the latest progress() pass
   ManagementAgent* agent_ = nullptr;             // guarded by quiesce_
+  // Multicast groups with at least one QP attached, each joined on the link. Guarded by
+  // quiesce_; at most attr.max_mcast_grp groups, max_mcast_qp_attach QPs each and
+  // max_total_mcast_qp_attach in all (mcast_attachments_).
+  struct McastGroup {
+    Gid gid{};
+    std::vector<QueuePair*> qps;
+  };
+  std::vector<McastGroup> mcast_groups_;
+  uint32_t mcast_attachments_ = 0;
+  std::atomic<uint64_t> rx_mcast_packets_{0}, rx_mcast_deliveries_{0}, rx_mcast_drops_{0};
   uint32_t gsi_psn_ = 0;  // UD PSNs are not checked; counted for a readable capture
   std::atomic<uint64_t> gsi_rx_{0}, gsi_rx_drops_{0}, gsi_tx_{0};
   // Counters of QPs already destroyed, so device totals never go backwards.

@@ -202,6 +202,7 @@ QueuePair::~QueuePair() {
     std::unique_lock barrier(dev_.quiesce_);
     if (qpn_ != 0) {
       dev_.send_ready_before_destroy(this);
+      dev_.detach_all_mcast(this);
       dev_.unregister_qp(this);
     }
     tqp_.reset();
@@ -502,6 +503,14 @@ int QueuePair::post_recv(std::span<const transport::RecvWr> wrs, size_t* bad) {
 bool QueuePair::on_path(const wire::RxPacket& packet) const {
   if (type_ == QpType::kUd) return true;
   return packet.sgid == attr_.ah_attr.grh.dgid && packet.dgid == dev_.gid();
+}
+
+int QueuePair::attach_mcast(const Gid& gid) {
+  return dev_.attach_mcast(*this, gid);
+}
+
+int QueuePair::detach_mcast(const Gid& gid) {
+  return dev_.detach_mcast(*this, gid);
 }
 
 QueuePair::Delivery QueuePair::receive(const wire::RxPacket& packet, Nanos now) {

@@ -66,6 +66,15 @@ class QueuePair {
   int post_recv(const transport::RecvWr& wr);
   int post_recv(std::span<const transport::RecvWr> wrs, size_t* bad = nullptr);
 
+  // ibv_attach_mcast / ibv_detach_mcast: receive (or stop receiving) the datagrams sent to an
+  // IPv4 multicast group, given as ::ffff:224-239.x.y.z or ff0e::ffff:224-239.x.y.z (the same
+  // group). EINVAL for a QP that is not UD or a GID that is no multicast group, EOPNOTSUPP for
+  // an IPv6 group or a link that cannot join one, ENOMEM past the device's max_mcast_grp,
+  // max_mcast_qp_attach or max_total_mcast_qp_attach. Attaching twice is one attachment (0);
+  // detaching what is not attached is EINVAL. Destroying the QP detaches it everywhere.
+  int attach_mcast(const Gid& gid);
+  int detach_mcast(const Gid& gid);
+
   // Per-QP counters, rdma-core hw_counters names where one exists.
   std::vector<Counter> counters() const;
 

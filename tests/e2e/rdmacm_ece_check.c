@@ -1,13 +1,15 @@
 // ECE and multicast through the drop-in librdmacm (docs/cm.md), in one process on one device:
 // rdma_set_local_ece / rdma_get_remote_ece behave as rdma-core's librdmacm on a device without
-// ECE (the options are checked and kept, no peer reports any), and rdma_join_multicast /
-// rdma_leave_multicast fail with EOPNOTSUPP (uroce's devices do not join multicast groups).
+// ECE (the options are checked and kept, no peer reports any); rdma_join_multicast /
+// rdma_leave_multicast on a UD id: the join event, a datagram to the group that comes back to
+// the attached QP, the errors, the device's multicast limits.
 #include <arpa/inet.h>
 #include <errno.h>
 #include <rdma/rdma_cma.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #define CHECK(cond)                                                                     \
   do {                                                                                  \
@@ -56,13 +58,88 @@ int main(int argc, char** argv) {
   errno = 0;
   CHECK(rdma_get_remote_ece(id, &remote) == -1 && errno == EINVAL);
 
-  // Multicast: not built; a clear EOPNOTSUPP, no event.
+  // Multicast: the join is reported at once (a RoCE join needs no SA), with the group as the
+  // kernel's rdma_cm maps an IPv4 group for RoCEv2, QPN 0xFFFFFF and RDMA_UDP_QKEY; the id's QP
+  // is attached when the event is taken.
   struct sockaddr_in group = {.sin_family = AF_INET};
   CHECK(inet_pton(AF_INET, "239.1.1.1", &group.sin_addr) == 1);
+  int join_context = 0;
+  CHECK(rdma_join_multicast(id, (struct sockaddr*)&group, &join_context) == 0);
   errno = 0;
-  CHECK(rdma_join_multicast(id, (struct sockaddr*)&group, NULL) == -1 && errno == EOPNOTSUPP);
+  CHECK(rdma_join_multicast(id, (struct sockaddr*)&group, NULL) == -1 && errno == EADDRINUSE);
+  struct sockaddr_in unicast = {.sin_family = AF_INET};
+  CHECK(inet_pton(AF_INET, "10.1.1.1", &unicast.sin_addr) == 1);
   errno = 0;
-  CHECK(rdma_leave_multicast(id, (struct sockaddr*)&group) == -1 && errno == EOPNOTSUPP);
+  CHECK(rdma_join_multicast(id, (struct sockaddr*)&unicast, NULL) == -1 && errno == EINVAL);
+  struct sockaddr_in6 group6 = {.sin6_family = AF_INET6};
+  CHECK(inet_pton(AF_INET6, "ff0e::1", &group6.sin6_addr) == 1);
+  errno = 0;
+  CHECK(rdma_join_multicast(id, (struct sockaddr*)&group6, NULL) == -1 && errno == EOPNOTSUPP);
+  struct rdma_cm_join_mc_attr_ex ex = {.comp_mask = RDMA_CM_JOIN_MC_ATTR_ADDRESS,
+                                       .addr = (struct sockaddr*)&unicast};
+  errno = 0;
+  CHECK(rdma_join_multicast_ex(id, &ex, NULL) == -1 && errno == EINVAL);  // no join flags
+
+  struct rdma_cm_event* event = NULL;
+  CHECK(rdma_get_cm_event(channel, &event) == 0);
+  CHECK(event->event == RDMA_CM_EVENT_MULTICAST_JOIN && event->status == 0 && event->id == id);
+  const struct rdma_ud_param* ud = &event->param.ud;
+  CHECK(ud->qp_num == 0xffffff && ud->qkey == RDMA_UDP_QKEY && ud->private_data == &join_context);
+  static const uint8_t kMappedGroup[16] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff, 239, 1, 1, 1};
+  CHECK(ud->ah_attr.is_global && memcmp(ud->ah_attr.grh.dgid.raw, kMappedGroup, 16) == 0);
+
+  // A datagram to the group from this very QP comes back to it (it is attached), once.
+  struct ibv_pd* pd = id->qp->pd;
+  struct ibv_ah* ah = ibv_create_ah(pd, (struct ibv_ah_attr*)&ud->ah_attr);
+  CHECK(ah != NULL);
+  static uint8_t buf[2 * 128];
+  struct ibv_mr* mr = ibv_reg_mr(pd, buf, sizeof buf, IBV_ACCESS_LOCAL_WRITE);
+  CHECK(mr != NULL);
+  memcpy(buf + 128, "multicast to myself", 20);
+  struct ibv_sge rsge = {(uintptr_t)buf, 128, mr->lkey},
+                 ssge = {(uintptr_t)buf + 128, 20, mr->lkey};
+  struct ibv_recv_wr rwr = {.wr_id = 1, .sg_list = &rsge, .num_sge = 1}, *bad_rwr;
+  CHECK(ibv_post_recv(id->qp, &rwr, &bad_rwr) == 0);
+  struct ibv_send_wr swr = {.wr_id = 2,
+                            .sg_list = &ssge,
+                            .num_sge = 1,
+                            .opcode = IBV_WR_SEND,
+                            .send_flags = IBV_SEND_SIGNALED},
+                     *bad_swr;
+  swr.wr.ud.ah = ah;
+  swr.wr.ud.remote_qpn = ud->qp_num;
+  swr.wr.ud.remote_qkey = ud->qkey;
+  CHECK(ibv_post_send(id->qp, &swr, &bad_swr) == 0);
+  int recvs = 0;
+  struct ibv_wc wc;
+  for (int i = 0; i < 5000 && recvs == 0; ++i) {
+    while (ibv_poll_cq(id->send_cq, 1, &wc) == 1) CHECK(wc.status == IBV_WC_SUCCESS);
+    while (ibv_poll_cq(id->recv_cq, 1, &wc) == 1) {
+      CHECK(wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV && wc.byte_len == 40 + 20);
+      // An IPv4 packet's header sits in the last 20 bytes of the GRH (as rxe writes it): the
+      // destination address is the group's.
+      CHECK((wc.wc_flags & IBV_WC_GRH) && memcmp(buf + 36, kMappedGroup + 12, 4) == 0);
+      CHECK(memcmp(buf + 40, "multicast to myself", 20) == 0);
+      ++recvs;
+    }
+    if (recvs == 0) usleep(1000);
+  }
+  CHECK(recvs == 1);
+  rdma_ack_cm_event(event);
+
+  // Leaving detaches the QP; a group not joined is EADDRNOTAVAIL.
+  CHECK(rdma_leave_multicast(id, (struct sockaddr*)&group) == 0);
+  errno = 0;
+  CHECK(rdma_leave_multicast(id, (struct sockaddr*)&group) == -1 && errno == EADDRNOTAVAIL);
+  union ibv_gid mgid;
+  memcpy(mgid.raw, kMappedGroup, 16);
+  CHECK(ibv_detach_mcast(id->qp, &mgid, 0) == EINVAL);  // not attached any more
+  struct ibv_device_attr attr;
+  CHECK(ibv_query_device(id->verbs, &attr) == 0);
+  CHECK(attr.max_mcast_grp == 32 && attr.max_mcast_qp_attach == 16 &&
+        attr.max_total_mcast_qp_attach == 128);
+  CHECK(ibv_dereg_mr(mr) == 0);
+  CHECK(ibv_destroy_ah(ah) == 0);
 
   rdma_destroy_qp(id);
   CHECK(rdma_destroy_id(id) == 0);

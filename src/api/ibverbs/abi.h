@@ -37,6 +37,10 @@ struct Limits {
   static constexpr int kMaxSrqWr = 16384;
   static constexpr int kMaxAh = 4096;
   static constexpr int kMaxInline = 256;
+  // Multicast: groups, QPs per group, attachments in all (verbs::DeviceAttr).
+  static constexpr int kMaxMcastGrp = 32;
+  static constexpr int kMaxMcastQpAttach = 16;
+  static constexpr int kMaxTotalMcastQpAttach = 128;
   static constexpr uint64_t kMaxDmSize = 256 * 1024;        // ibv_alloc_dm, per device
   static constexpr uint32_t kMaxMsgSize = 0x80000000u;      // 2^31, IBA 9.4 (o9-6)
   static constexpr int kGidTableLen = verbs::kGidTableLen;  // 0 RoCEv2, 1 RoCE v1 (attrs.h)

@@ -159,6 +159,9 @@ void fill_device_attr(const Device& d, ibv_device_attr* a) {
   a->max_srq = Limits::kMaxSrq;
   a->max_srq_wr = Limits::kMaxSrqWr;
   a->max_srq_sge = Limits::kMaxSge;
+  a->max_mcast_grp = Limits::kMaxMcastGrp;
+  a->max_mcast_qp_attach = Limits::kMaxMcastQpAttach;
+  a->max_total_mcast_qp_attach = Limits::kMaxTotalMcastQpAttach;
   a->max_pkeys = Limits::kPkeyTableLen;
   a->local_ca_ack_delay = 15;
   a->phys_port_cnt = 1;

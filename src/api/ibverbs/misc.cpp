@@ -206,10 +206,3 @@ UROCE_IBV_EXPORT int ibv_query_ece(ibv_qp*, ibv_ece*) {
 UROCE_IBV_EXPORT int ibv_resolve_eth_l2_from_gid(ibv_context*, ibv_ah_attr*, uint8_t*, uint16_t*) {
   return EOPNOTSUPP;
 }
-// Multicast groups are not implemented (max_mcast_grp is 0).
-UROCE_IBV_EXPORT int ibv_attach_mcast(ibv_qp*, const ibv_gid*, uint16_t) {
-  return EOPNOTSUPP;
-}
-UROCE_IBV_EXPORT int ibv_detach_mcast(ibv_qp*, const ibv_gid*, uint16_t) {
-  return EOPNOTSUPP;
-}

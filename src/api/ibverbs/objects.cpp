@@ -926,6 +926,21 @@ UROCE_IBV_EXPORT int ibv_query_qp(ibv_qp* qp, ibv_qp_attr* attr, int, ibv_qp_ini
   return 0;
 }
 
+// The LID is ignored, as on every RoCE device (the group is its GID alone).
+UROCE_IBV_EXPORT int ibv_attach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t /*lid*/) {
+  if (!qp || !gid) return EINVAL;
+  uroce::Gid g;
+  std::memcpy(g.data(), gid->raw, g.size());
+  return from(qp)->impl->attach_mcast(g);
+}
+
+UROCE_IBV_EXPORT int ibv_detach_mcast(ibv_qp* qp, const ibv_gid* gid, uint16_t /*lid*/) {
+  if (!qp || !gid) return EINVAL;
+  uroce::Gid g;
+  std::memcpy(g.data(), gid->raw, g.size());
+  return from(qp)->impl->detach_mcast(g);
+}
+
 UROCE_IBV_EXPORT int ibv_destroy_qp(ibv_qp* qp) {
   if (!qp) return EINVAL;
   Qp* q = from(qp);

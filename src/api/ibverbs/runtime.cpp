@@ -133,6 +133,9 @@ verbs::DeviceConfig Runtime::verbs_config(const Device& d) {
   c.attr.max_srq = static_cast<uint32_t>(a.max_srq);
   c.attr.max_srq_wr = static_cast<uint32_t>(a.max_srq_wr);
   c.attr.max_srq_sge = static_cast<uint32_t>(a.max_srq_sge);
+  c.attr.max_mcast_grp = static_cast<uint32_t>(a.max_mcast_grp);
+  c.attr.max_mcast_qp_attach = static_cast<uint32_t>(a.max_mcast_qp_attach);
+  c.attr.max_total_mcast_qp_attach = static_cast<uint32_t>(a.max_total_mcast_qp_attach);
   c.attr.max_inline_data = Limits::kMaxInline;
   c.attr.max_dm_size = Limits::kMaxDmSize;
   ibv_port_attr p;

@@ -45,6 +45,11 @@ namespace wire = uroce::wire;
 // Bounds: events queued on one channel (past it: dropped and counted, as the CM's own queue),
 // and the private data rdma_cm leaves the application in each message.
 constexpr size_t kMaxChannelEvents = 1024;
+// Multicast groups one id may have joined at once (the device bounds attachments again:
+// ibv_device_attr::max_mcast_grp and friends).
+constexpr size_t kMaxJoinsPerId = 16;
+// A multicast datagram's destination QPN (IBA 9.6.1.1), which MULTICAST_JOIN reports.
+constexpr uint32_t kMulticastQpn = 0xffffff;
 constexpr size_t kReqUserPrivate = wire::kReqPrivateBytes - wire::kCmaHeaderBytes;  // 56
 constexpr uint8_t kDefaultAckTimeout = 14;  // QP local ACK timeout: 4.096 us * 2^14
 constexpr uint8_t kMinRnrTimer = 12;
@@ -81,6 +86,7 @@ struct Pending {
   std::optional<wire::CmRep> rep;
   bool ud = false;  // an RDMA_PS_UDP id's ESTABLISHED: the SIDR_REP's QP and Q_Key
   uint32_t ud_qpn = 0, ud_qkey = 0;
+  uint64_t join = 0;  // MULTICAST_JOIN: the Id::Join's serial (0: not a multicast event)
 };
 
 struct Channel {
@@ -142,6 +148,15 @@ struct Id {
   // rdma_set_local_ece's options. uroce's CM does not carry ECE (its devices have none, as rxe):
   // they are kept for the program and no peer ever reports any (rdma_get_remote_ece).
   ibv_ece local_ece{};
+  // Multicast groups joined (rdma_join_multicast), at most kMaxJoinsPerId; guarded by g_mu.
+  struct Join {
+    sockaddr_storage addr{};
+    Gid gid{};  // ::ffff:a.b.c.d, as the kernel's rdma_cm maps an IPv4 group for RoCEv2
+    void* context = nullptr;
+    bool send_only = false;  // RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER: the QP is not attached
+    uint64_t serial = 0;
+  };
+  std::vector<Join> joins;
 };
 
 std::mutex g_mu;
@@ -154,6 +169,7 @@ std::map<std::pair<int, cm::ListenerId>, Id*> g_listeners;
 std::vector<Id*> g_ids;
 std::vector<Channel*> g_channels;  // every live channel, to forget a destroyed id's events
 std::mt19937 g_random{std::random_device{}()};
+uint64_t g_join_serial = 0;  // guarded by g_mu
 
 Id* from(rdma_cm_id* id) {
   return reinterpret_cast<Id*>(id);
@@ -1290,6 +1306,41 @@ UROCE_RDMACM_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_e
           p.type = RDMA_CM_EVENT_ESTABLISHED;
         }
       }
+    } else if (p.join != 0) {
+      // As rdma-core's librdmacm: the id's QP (unless the join was send-only) is attached to
+      // the group when the program takes the event; a failed attach turns it into
+      // MULTICAST_ERROR with status -1 and errno set.
+      std::optional<Id::Join> join;
+      {
+        std::lock_guard lock(g_mu);
+        for (const Id::Join& j : id->joins)
+          if (j.serial == p.join) join = j;
+        if (!join) {  // left meanwhile
+          delete e;
+          --id->events_out;
+          g_acked.notify_all();
+          continue;
+        }
+      }
+      int err = 0;
+      if (id->pub.qp != nullptr && !join->send_only) {
+        ibv_gid group;
+        std::memcpy(group.raw, join->gid.data(), sizeof group.raw);
+        err = ibv_attach_mcast(id->pub.qp, &group, 0);
+      }
+      p.type = err ? RDMA_CM_EVENT_MULTICAST_ERROR : RDMA_CM_EVENT_MULTICAST_JOIN;
+      e->pub.status = err ? -1 : 0;
+      rdma_ud_param& ud = e->pub.param.ud;
+      ud.private_data = join->context;
+      ud.qp_num = kMulticastQpn;
+      ud.qkey = kRdmaUdpQkey;
+      ud.ah_attr.is_global = 1;
+      std::memcpy(ud.ah_attr.grh.dgid.raw, join->gid.data(), 16);
+      ud.ah_attr.grh.sgid_index = 0;
+      ud.ah_attr.grh.hop_limit = 64;  // the kernel's IPV6_DEFAULT_HOPLIMIT for RoCE groups
+      ud.ah_attr.grh.traffic_class = id->tos;
+      ud.ah_attr.port_num = 1;
+      if (err) errno = err;
     } else if (p.type == RDMA_CM_EVENT_ESTABLISHED) {
       id->state = IdState::kConnected;
     } else if (p.type == RDMA_CM_EVENT_DISCONNECTED) {
@@ -1654,4 +1705,87 @@ UROCE_RDMACM_EXPORT void rdma_destroy_ep(rdma_cm_id* cm_id) {
   rdma_destroy_qp(cm_id);
   rdma_destroy_srq(cm_id);
   rdma_destroy_id(cm_id);
+}
+
+// ---- multicast ---------------------------------------------------------------------------------
+
+namespace {
+
+// rdma_join_multicast(_ex): an IPv4 group on an RDMA_PS_UDP id with a device. A RoCE join
+// needs no SA (the kernel's cma_iboe_join_multicast maps the group and answers at once), so the
+// MULTICAST_JOIN event is queued here; the QP is attached when the program takes it.
+int join_multicast(Id* id, const sockaddr* addr, uint32_t join_flags, void* context) {
+  if (addr->sa_family == AF_INET6) return fail(EOPNOTSUPP);  // Linux: no IPv6 RoCEv2 groups
+  if (addr->sa_family != AF_INET) return fail(EAFNOSUPPORT);
+  const auto* in = reinterpret_cast<const sockaddr_in*>(addr);
+  if (!IN_MULTICAST(ntohl(in->sin_addr.s_addr))) return fail(EINVAL);
+  if (id->pub.ps != RDMA_PS_UDP) return fail(EINVAL);
+  {
+    std::lock_guard lock(g_mu);
+    if (id->device < 0) return fail(EINVAL);  // neither bound to a device nor resolved
+    if (g_devices[id->device].addr.ss_family != AF_INET) return fail(EINVAL);
+    for (const Id::Join& j : id->joins)
+      if (same_ip(reinterpret_cast<const sockaddr*>(&j.addr), addr)) return fail(EADDRINUSE);
+    if (id->joins.size() >= kMaxJoinsPerId) return fail(ENOMEM);
+    Id::Join j;
+    std::memcpy(&j.addr, addr, sizeof(sockaddr_in));
+    j.gid = gid_of(addr);
+    j.context = context;
+    j.send_only = join_flags == RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER;
+    j.serial = ++g_join_serial;
+    id->joins.push_back(j);
+    Pending p;
+    p.id = id;
+    p.type = RDMA_CM_EVENT_MULTICAST_JOIN;
+    p.join = j.serial;
+    push(id->channel, std::move(p));
+  }
+  if (!id->sync) return 0;
+  const int err = wait_for(id, RDMA_CM_EVENT_MULTICAST_JOIN);
+  return err ? fail(err) : 0;
+}
+
+}  // namespace
+
+UROCE_RDMACM_EXPORT int rdma_join_multicast(rdma_cm_id* cm_id, sockaddr* addr, void* context) {
+  if (cm_id == nullptr || addr == nullptr) return fail(EINVAL);
+  return join_multicast(from(cm_id), addr, RDMA_MC_JOIN_FLAG_FULLMEMBER, context);
+}
+
+UROCE_RDMACM_EXPORT int rdma_join_multicast_ex(rdma_cm_id* cm_id, rdma_cm_join_mc_attr_ex* attr,
+                                               void* context) {
+  if (cm_id == nullptr || attr == nullptr) return fail(EINVAL);
+  // As rdma-core: both the address and the flags must be given, and the flags known.
+  if (!(attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_ADDRESS) ||
+      !(attr->comp_mask & RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS) ||
+      (attr->comp_mask & ~uint32_t{RDMA_CM_JOIN_MC_ATTR_RESERVED - 1}) != 0 ||
+      attr->join_flags >= RDMA_MC_JOIN_FLAG_RESERVED || attr->addr == nullptr)
+    return fail(EINVAL);
+  return join_multicast(from(cm_id), attr->addr, attr->join_flags, context);
+}
+
+// Detaches the id's QP (unless the join was send-only) and forgets the join; its MULTICAST_JOIN,
+// if not taken yet, is never reported. EADDRNOTAVAIL for a group the id has not joined.
+UROCE_RDMACM_EXPORT int rdma_leave_multicast(rdma_cm_id* cm_id, sockaddr* addr) {
+  if (cm_id == nullptr || addr == nullptr) return fail(EINVAL);
+  Id* id = from(cm_id);
+  Id::Join left;
+  {
+    std::lock_guard lock(g_mu);
+    auto it = std::find_if(id->joins.begin(), id->joins.end(), [&](const Id::Join& j) {
+      return same_ip(reinterpret_cast<const sockaddr*>(&j.addr), addr);
+    });
+    if (it == id->joins.end()) return fail(EADDRNOTAVAIL);
+    left = *it;
+    id->joins.erase(it);
+    for (Channel* c : g_channels)
+      for (Pending& p : c->queue)
+        if (p.id == id && p.join == left.serial) p.id = nullptr;
+  }
+  if (id->pub.qp != nullptr && !left.send_only) {
+    ibv_gid group;
+    std::memcpy(group.raw, left.gid.data(), sizeof group.raw);
+    ibv_detach_mcast(id->pub.qp, &group, 0);  // EINVAL if the JOIN was never taken: nothing to undo
+  }
+  return 0;
 }
