@@ -8,6 +8,11 @@
 # sender's rate must climb back to line rate. A control run without --cc counts the marks and
 # changes nothing. The test makes and removes its own namespaces and skips (exit 77) where it
 # cannot (not root, no ip/nft, no namespaces, or nftables cannot rewrite ECN here).
+#
+# UROCE_ECN_LINK=raw|xdp runs the same test over a link that moves whole Ethernet frames: packet
+# and XDP sockets take a frame before the receiver's prerouting hook, so the namespaces are joined
+# by a bridge in a third one (a switch) and the bridge marks CE on the frames from A's port, as a
+# congested switch queue would.
 source "$(dirname "$0")/bench_lib.sh"
 source "$(dirname "$0")/netns_lib.sh"
 A=198.18.0.5
@@ -15,11 +20,20 @@ B=198.18.0.6
 PORT=18645
 LINE_GBPS=${UROCE_ECN_LINE_GBPS:-2}     # DCQCN's line rate, near what veth carries here
 MARK_S=${UROCE_ECN_MARK_S:-2}           # seconds of marking, then as long again without
-make_netns_pair uroce-ecn $A $B
+LINK=${UROCE_ECN_LINK:-udp}
+LINK_ARGS=()
+if [[ $LINK == udp ]]; then
+  make_netns_pair uroce-ecn $A $B
+else
+  LINK_ARGS=(--link "$LINK")
+  make_netns_bridged_pair uroce-ecn $A $B
+fi
 
-# The data flows A -> B, so B's prerouting hook marks it; CNPs and ACKs flow B -> A unmarked.
+# The data flows A -> B, so B's prerouting hook (or the bridge, for frames from A's port) marks
+# it; CNPs and ACKs flow B -> A unmarked.
 mark_on() {
-  ip netns exec "$NS_B" nft -f - <<NFT || skip "nftables cannot set the ECN field here"
+  if [[ $LINK == udp ]]; then
+    ip netns exec "$NS_B" nft -f - <<NFT || skip "nftables cannot set the ECN field here"
 table inet uroce_ecn {
   chain pre {
     type filter hook prerouting priority -300; policy accept;
@@ -27,10 +41,23 @@ table inet uroce_ecn {
   }
 }
 NFT
+  else
+    ip netns exec "$NS_S" nft -f - <<NFT || skip "nftables' bridge family cannot set ECN here"
+table bridge uroce_ecn {
+  chain marks {
+    type filter hook forward priority 0; policy accept;
+    iifname "sa" ether type ip udp dport 4791 numgen random mod 100 < 5 counter ip ecn set ce
+  }
 }
-mark_off() { ip netns exec "$NS_B" nft delete table inet uroce_ecn 2>/dev/null || true; }
+NFT
+  fi
+}
+mark_ns() { [[ $LINK == udp ]] && echo "$NS_B" || echo "$NS_S"; }
+mark_family() { [[ $LINK == udp ]] && echo inet || echo bridge; }
+mark_off() { ip netns exec "$(mark_ns)" nft delete table "$(mark_family)" uroce_ecn 2>/dev/null || true; }
 marked_by_nft() {
-  ip netns exec "$NS_B" nft list table inet uroce_ecn | sed -n 's/.*packets \([0-9]*\).*/\1/p'
+  ip netns exec "$(mark_ns)" nft list table "$(mark_family)" uroce_ecn |
+    sed -n 's/.*packets \([0-9]*\).*/\1/p'
 }
 
 # run NAME SECONDS CLIENT-AND-SERVER-ARGS...: a write bandwidth run of 64 KiB messages with a
@@ -39,11 +66,11 @@ run() {
   local name=$1 secs=$2; shift 2
   mark_on
   start_server "$name" ip netns exec "$NS_B" timeout 120 "$UROCE" bench --server --addr $B \
-    --port $PORT --accept-timeout 60 "$@"
+    --port $PORT --accept-timeout 60 "${LINK_ARGS[@]}" "$@"
   (sleep "$MARK_S"; echo "marked by nftables: $(marked_by_nft)" >"$TMP/$name.nft"; mark_off) &
   PIDS+=($!)
   ip netns exec "$NS_A" timeout 120 "$UROCE" bench --client --addr $A --peer $B --port $PORT \
-    write -s 64K -D "$secs" --interval 0.1 --json "$TMP/$name.json" "$@" \
+    write -s 64K -D "$secs" --interval 0.1 --json "$TMP/$name.json" "${LINK_ARGS[@]}" "$@" \
     >"$TMP/$name.client.log" 2>&1 || fail "$name: client exited with $?"
   wait "$SERVER_PID" || fail "$name: server exited with $?"
   wait
