@@ -431,8 +431,9 @@ size_t UdpLink::seal(TxSlot& s, const uint8_t* dst_ip, uint16_t ip_id, iovec* io
 }
 
 // seal() for a linearized send: the same bytes written back to back at `out` (headers, payload,
-// pad, ICRC). A small packet is copied first and its transport part CRC'd in one call (a CRC
-// call's fixed cost dominates there). Returns the datagram's length.
+// pad, ICRC). A large payload's CRC is computed as it is copied (one pass over the caller's
+// memory instead of a CRC pass and a copy); a small packet is copied first and its transport
+// part CRC'd in one call (a CRC call's fixed cost dominates there). Returns the datagram's length.
 size_t UdpLink::seal_into(TxSlot& s, const uint8_t* dst_ip, uint16_t ip_id, uint8_t* out) {
   constexpr uint32_t kSmallPayload = 256;  // below this the fused copy is a memcpy and a CRC
   const uint8_t* th = s.hdr.data() + kPre;
@@ -452,8 +453,7 @@ size_t UdpLink::seal_into(TxSlot& s, const uint8_t* dst_ip, uint16_t ip_id, uint
   } else {
     crc = wire::icrc_transport(prefix, {th, s.th_len});
     for (uint32_t i = 0; i < s.parts; ++i) {
-      crc = wire::crc32(crc, s.payload[i]);
-      if (!s.payload[i].empty()) std::memcpy(p, s.payload[i].data(), s.payload[i].size());
+      crc = wire::crc32_copy(crc, p, s.payload[i]);
       p += s.payload[i].size();
     }
     std::memset(p, 0, s.pad);
