@@ -63,6 +63,7 @@ struct UdpLinkStats {
   uint64_t rx_icrc_gso_id = 0;       // IPv4 ICRCs that matched a GSO segment's IP ID (see .cpp)
   uint64_t tx_icrc_prefix_hits = 0;  // sends whose IP/UDP part of the ICRC was kept (see .cpp)
   uint64_t rx_group_datagrams = 0;   // datagrams read from multicast group sockets
+  uint64_t rx_icrc_prefix_hits = 0;  // received packets whose IP/UDP part of the ICRC was kept
 };
 
 class UdpLink final : public Link {
@@ -128,6 +129,9 @@ class UdpLink final : public Link {
   // The ICRC's running CRC over the pseudo IP and UDP headers of `slot` sent to `dst_ip` as GSO
   // segment `ip_id`, from icrc_prefix_ or computed (writing those headers into the slot).
   uint32_t icrc_prefix(TxSlot& slot, const uint8_t* dst_ip, uint16_t ip_id);
+  // The same for a packet received from `from`, as its sender's kernel numbered it `ip_id`.
+  uint32_t rx_icrc_prefix(const sockaddr_storage& from, const uint8_t* dst_ip,
+                          uint32_t datagram_len, uint16_t ip_id);
 
   UdpLinkOptions options_;
   int fd_ = -1;
@@ -151,13 +155,15 @@ class UdpLink final : public Link {
   // datagram length: a stream of full-MTU packets to one peer finds its entry every time, and
   // the CRC of those 44 bytes (LRH stand-in, masked IP and UDP) is computed once per entry.
   struct IcrcPrefix {
-    std::array<uint8_t, 16> dst{};
+    std::array<uint8_t, 16> dst{};  // the peer's address (the sender's, on receive)
     uint32_t datagram_len = 0;
     uint32_t crc = 0;
     uint16_t ip_id = 0;
+    uint16_t port = 0;  // receive only: the sender's UDP source port
     bool valid = false;
   };
   std::array<IcrcPrefix, kMaxGsoSegments> icrc_prefix_{};
+  std::array<IcrcPrefix, kMaxGsoSegments> rx_icrc_prefix_{};
 
   struct Group {
     Gid gid{};

@@ -278,6 +278,17 @@ uint32_t icrc_transport(uint32_t crc, std::span<const uint8_t> transport_headers
   return crc32(crc, std::span<const uint8_t>(buf.data(), transport_headers.size()));
 }
 
+uint32_t icrc_transport_packet(uint32_t crc, std::span<const uint8_t> transport_packet) {
+  UROCE_CHECK(transport_packet.size() >= kBthBytes);
+  std::array<uint8_t, 256> buf;
+  if (transport_packet.size() > buf.size())
+    return crc32(icrc_transport(crc, transport_packet.first(kBthBytes)),
+                 transport_packet.subspan(kBthBytes));
+  std::memcpy(buf.data(), transport_packet.data(), transport_packet.size());
+  mask_bth(buf.data());
+  return crc32(crc, std::span<const uint8_t>(buf.data(), transport_packet.size()));
+}
+
 uint32_t icrc_begin_udp(const IpEndpoints& ep, uint32_t udp_payload_bytes,
                         std::span<const uint8_t> transport_headers) {
   UROCE_CHECK(udp_payload_bytes <= max_udp_payload(ep.ipv6));

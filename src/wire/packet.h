@@ -178,6 +178,10 @@ uint32_t compute_icrc(std::span<const uint8_t> headers, std::span<const uint8_t>
 // payload and pad.
 uint32_t icrc_ip_udp(std::span<const uint8_t> ip_udp);
 uint32_t icrc_transport(uint32_t crc, std::span<const uint8_t> transport_headers);
+// icrc_transport() and the crc32() after it in one: continues over a whole transport packet (BTH
+// to the end of the pad, without the ICRC), in one CRC call when it is small (a CRC call's fixed
+// cost dominates a small packet's ICRC).
+uint32_t icrc_transport_packet(uint32_t crc, std::span<const uint8_t> transport_packet);
 
 // Builds a complete IP packet: IP header, UDP, transport headers, payload, pad, ICRC. Returns the
 // bytes written, or 0 if `out` is too small, the packet too big for IP, or `payload` not empty

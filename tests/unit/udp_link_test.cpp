@@ -521,6 +521,37 @@ TEST(UdpLink, KeptIcrcPrefixesNeverMixDestinationsLengthsOrSegments) {
   EXPECT_EQ(b->counters().rx_drop_bad_icrc, 0u);
 }
 
+TEST(UdpLink, ReceiverKeepsIcrcPrefixesPerSenderAndLength) {
+  // The receiver keeps the IP/UDP part of the ICRC per sender, length and guessed GSO segment;
+  // packets one at a time (identification 0) from two senders, small ones (one CRC call), 4 KiB
+  // ones split in pieces (the sender's fused copy and CRC per piece) and odd lengths with a pad:
+  // a: 8, 8, c: 8, a: 8, 4096, 4096, 4096 (3 pieces), 101, 101. Kept parts are found for a's
+  // second 8, the second and third 4096 and the second 101: 4.
+  auto a = open_link(v4(38, 1)), b = open_link(v4(38, 2)), c = open_link(v4(38, 3));
+  ASSERT_TRUE(a && b && c);
+  const Gid to_b = gid_of(v4(38, 2));
+  struct Send {
+    UdpLink* from;
+    size_t size;
+    int parts;
+  };
+  const std::vector<Send> sends = {{a.get(), 8, 1},    {a.get(), 8, 1},    {c.get(), 8, 1},
+                                   {a.get(), 8, 1},    {a.get(), 4096, 1}, {a.get(), 4096, 1},
+                                   {a.get(), 4096, 3}, {a.get(), 101, 1},  {a.get(), 101, 1}};
+  std::vector<std::unique_ptr<Outgoing>> sent;
+  for (const Send& s : sends) {
+    sent.push_back(std::make_unique<Outgoing>(
+        wire::op::kRcWriteMiddle, static_cast<uint32_t>(sent.size()), s.size, to_b, s.parts));
+    s.from->transmit(sent.back()->tx);
+    s.from->flush();
+  }
+  auto got = receive(*b, sent.size());
+  ASSERT_EQ(got.size(), sent.size());
+  for (size_t i = 0; i < got.size(); ++i) expect_same(*sent[i], got[i]);
+  EXPECT_EQ(b->counters().rx_drop_bad_icrc, 0u);
+  EXPECT_EQ(b->stats().rx_icrc_prefix_hits, 4u);
+}
+
 // A packet socket on lo, to see frames as a third party (Wireshark, a NIC) would; -1 without
 // CAP_NET_RAW.
 int open_capture() {
