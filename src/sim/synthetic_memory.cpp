@@ -51,7 +51,9 @@ uint64_t count_synthetic_mismatches(uint64_t iova, std::span<const uint8_t> byte
 }
 
 SyntheticMemory::SyntheticMemory(size_t bytes, size_t max_access_bytes)
-    : size_(bytes), read_ring_(2 * max_access_bytes + 16 * 4096), landing_(max_access_bytes) {
+    : size_(bytes),
+      read_ring_(2 * std::min<size_t>(max_access_bytes, kSyntheticPlacementBytes) + 16 * 4096),
+      landing_(std::min<size_t>(max_access_bytes, kSyntheticPlacementBytes)) {
   void* p = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   UROCE_CHECK(p != MAP_FAILED);
   base_ = static_cast<uint8_t*>(p);
@@ -79,6 +81,10 @@ Result<uint8_t*, KeyError> SyntheticAccess::remote(uint32_t rkey, uint64_t addr,
 Result<uint8_t*, KeyError> SyntheticAccess::substitute(Result<uint8_t*, KeyError> r, uint64_t addr,
                                                        uint32_t length, bool write) {
   if (!r.ok() || length == 0 || !memory_.contains(*r)) return r;
+  if (length > kSyntheticPlacementBytes) {
+    ++key_checks_;
+    return r;
+  }
   SyntheticMemory& m = memory_;
   if (length > m.landing_.size()) {
     ++refused_;

@@ -16,6 +16,12 @@
 // every byte lands where the sender read it from. What a synthetic region cannot check is what a
 // model of a whole buffer would (bytes never written): count the bytes placed for that.
 //
+// Only accesses that can move bytes are materialized: the transport moves at most one packet's
+// payload per access (a gather part, a placement, a READ response's part, an atomic), so an access
+// longer than `kSyntheticPlacementBytes` is a key check (a WRITE's or READ's whole message, at
+// post time or on its first packet) and gets the region's own inaccessible pointer: nothing is
+// generated or compared for it, and a transport that did use it would fault, not pass.
+//
 // Not thread-safe; one per device, used from its progress pass (the world core's thread).
 #include <cstddef>
 #include <cstdint>
@@ -32,6 +38,8 @@ namespace uroce::sim {
 // in 256 per byte within a word).
 // (An odd multiplier makes the map one to one; consecutive words differ by a constant, so a
 // buffer is generated with one add per word.)
+// The largest payload of one packet (the largest path MTU) plus a UD receive's 40-byte GRH.
+inline constexpr uint32_t kSyntheticPlacementBytes = 4096 + 40;
 inline constexpr uint64_t kSyntheticStep = 0x9e3779b97f4a7c15ull;
 inline constexpr uint64_t kSyntheticMask = 0x6a09e667f3bcc909ull;
 inline uint64_t synthetic_word(uint64_t word_index) {
@@ -51,9 +59,9 @@ class SyntheticAccess;
 class SyntheticMemory {
  public:
   // Reserves `bytes` of inaccessible address space (nothing resident); aborts if the reservation
-  // fails, which only a 32-bit address space would make it do. Accesses larger than
-  // `max_access_bytes` to a synthetic region fail with kOutOfBounds (counted in refused()); the
-  // transport asks for at most a message's worth at a time.
+  // fails, which only a 32-bit address space would make it do. Materialized accesses (at most
+  // kSyntheticPlacementBytes) larger than `max_access_bytes` to a synthetic region fail with
+  // kOutOfBounds (counted in refused()); a world passes its message size.
   SyntheticMemory(size_t bytes, size_t max_access_bytes);
   ~SyntheticMemory();
   SyntheticMemory(const SyntheticMemory&) = delete;
@@ -104,6 +112,7 @@ class SyntheticAccess final : public transport::MemoryAccess {
   uint64_t bytes_generated() const { return generated_; }
   uint64_t bytes_checked() const { return checked_; }
   uint64_t refused() const { return refused_; }
+  uint64_t key_checks() const { return key_checks_; }  // accesses not materialized (above)
   transport::MemoryAccess& inner() { return inner_; }
 
  private:
@@ -113,7 +122,7 @@ class SyntheticAccess final : public transport::MemoryAccess {
   friend class SyntheticMemory;
   transport::MemoryAccess& inner_;
   SyntheticMemory& memory_;
-  uint64_t mismatched_ = 0, generated_ = 0, checked_ = 0, refused_ = 0;
+  uint64_t mismatched_ = 0, generated_ = 0, checked_ = 0, refused_ = 0, key_checks_ = 0;
 };
 
 }  // namespace uroce::sim
