@@ -23,7 +23,7 @@ FabricLink::~FabricLink() {
 void FabricLink::transmit(const wire::TxPacket& packet) {
   const bool v1 = packet.dest != nullptr && packet.dest->roce_v1;
   const uint32_t n = v1 ? link::build_v1_packet(packet, local_, buf_)
-                        : link::build_ip_packet(packet, local_, buf_);
+                        : link::build_ip_packet(packet, local_, buf_, !trusted_wire_);
   if (n == 0 || !fabric_.host_send_ip(host_, std::span<const uint8_t>(buf_.data(), n))) {
     ++counters_.tx_errors;
     return;
@@ -63,7 +63,7 @@ size_t FabricLink::poll(const link::RxHandler& handler, size_t budget) {
     if (link::is_v1_packet(bytes)) {
       link::receive_v1_packet(bytes, local_, counters_, handler);
     } else {
-      link::receive_ip_packet(bytes, local_, counters_, handler);
+      link::receive_ip_packet(bytes, local_, counters_, handler, !trusted_wire_);
     }
     inbox_head_ = (inbox_head_ + 1) % inbox_.size();
     --inbox_count_;

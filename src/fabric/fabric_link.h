@@ -52,6 +52,13 @@ class FabricLink final : public link::Link, public HostReceiver {
     notify_kind_ = kind;
   }
   uint64_t rx_drop_inbox_full() const { return rx_drop_inbox_full_; }
+  // A trusted wire: RoCEv2 packets leave with a zero ICRC and arrive unchecked, two CRC passes
+  // over every packet saved. For simulations only, and only where nothing between the links
+  // changes a packet's bytes: the fabric drops a frame with a bit error whole (its FCS), and the
+  // only byte it writes is the IP header's CE mark, which the ICRC does not cover. Every link of
+  // the fabric must agree (a checking receiver drops a trusted sender's packets as bad ICRCs).
+  // RoCE v1 packets keep their ICRC.
+  void set_trusted_wire(bool trusted) { trusted_wire_ = trusted; }
 
   void on_receive(const Delivered& packet, Nanos now) override;
 
@@ -74,6 +81,7 @@ class FabricLink final : public link::Link, public HostReceiver {
   std::vector<Slot> inbox_;
   size_t inbox_capacity_;
   size_t inbox_head_ = 0, inbox_count_ = 0;
+  bool trusted_wire_ = false;
   EventTarget* notify_ = nullptr;
   uint32_t notify_kind_ = 0;
   std::array<uint8_t, link::kMaxIpPacketBytes> buf_{};

@@ -74,6 +74,7 @@ World::World(const WorldConfig& config, std::unique_ptr<fabric::EventLoop> loop,
     auto node = std::make_unique<Node>();
     const Gid gid = fabric::host_gid(h);
     node->link = std::move(fabric::FabricLink::create(*fabric_, h, gid).value());
+    node->link->set_trusted_wire(config_.trusted_wire);
     verbs::DeviceConfig dc;
     dc.name = "uroce" + std::to_string(h);
     dc.port.active_mtu = verbs::Mtu::k4096;

@@ -45,6 +45,10 @@ struct WorldConfig {
   // Flows read and write synthetic memory (sim/synthetic_memory.h) instead of buffers of their
   // size: bytes generated on send and checked where they land, nothing resident per flow.
   bool synthetic_memory = false;
+  // The fabric's links neither compute nor check the ICRC (FabricLink::set_trusted_wire: the
+  // simulated wire corrupts no bytes), two CRC passes per packet saved. Changes no packet's
+  // timing or fate; payload is still checked where it lands with synthetic memory.
+  bool trusted_wire = false;
   // Bounds of the event queue and the fabric's packet pools (World::create).
   size_t max_events = size_t{1} << 22;
   size_t max_packets = size_t{1} << 20;
