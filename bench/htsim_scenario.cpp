@@ -225,7 +225,7 @@ int main(int argc, char** argv) {
   std::printf(
       "fabric: delivered=%llu packets (%.0f per wall second) pauses=%llu drops=%llu; "
       "synthetic bytes checked=%llu mismatched=%llu refused=%llu; link tx_errors=%llu "
-      "rx_drops=%llu\n",
+      "rx_drops=%llu by_reference=%llu\n",
       static_cast<unsigned long long>(r.fabric.delivered),
       static_cast<double>(r.fabric.delivered) / wall,
       static_cast<unsigned long long>(r.fabric.pause_frames),
@@ -234,7 +234,8 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(r.synthetic_mismatched_bytes),
       static_cast<unsigned long long>(r.synthetic_refused),
       static_cast<unsigned long long>(r.link_tx_errors),
-      static_cast<unsigned long long>(r.link_rx_drops));
+      static_cast<unsigned long long>(r.link_rx_drops),
+      static_cast<unsigned long long>(r.link_tx_by_reference));
   std::printf("pools: events max_pending=%zu, packet descriptors=%zu, payload buffers=%zu\n",
               world.loop().counters().max_pending, world.fabric().packet_descriptors_made(),
               world.fabric().payload_buffers_made());

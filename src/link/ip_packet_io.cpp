@@ -9,7 +9,7 @@
 namespace uroce::link {
 
 uint32_t build_ip_packet(const wire::TxPacket& pkt, const Gid& local, std::span<uint8_t> buf,
-                         bool icrc) {
+                         bool icrc, bool headers_only) {
   if (pkt.dest == nullptr || pkt.header_len > pkt.header.size() ||
       pkt.payload_parts > wire::kMaxGather || pkt.pad > 3)
     return 0;
@@ -50,6 +50,7 @@ uint32_t build_ip_packet(const wire::TxPacket& pkt, const Gid& local, std::span<
   uint8_t* p = out.data() + ip_len + wire::kUdpBytes;
   std::memcpy(p, pkt.header.data(), pkt.header_len);
   p += pkt.header_len;
+  if (headers_only) return static_cast<uint32_t>(p - out.data());
   size_t gathered = 0;
   for (uint32_t i = 0; i < pkt.payload_parts; ++i) {
     const auto part = pkt.payload[i];

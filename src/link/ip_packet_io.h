@@ -20,8 +20,11 @@ inline constexpr uint32_t kMaxIpPacketBytes = 40 + 8 + 64 + 4096 + 3 + 4;
 // the packet can't be built: no destination, IPv4/IPv6 mismatch, too big, inconsistent gather list.
 // With `icrc` false the ICRC field is left zero: for a simulated wire that corrupts nothing, whose
 // receiver does not check it either (FabricLink::set_trusted_wire).
+// With `headers_only` it writes only IP, UDP and the transport headers (lengths counting the whole
+// packet) and returns where the payload would start: for a simulation that carries the payload by
+// reference (fabric/fabric_link.h).
 uint32_t build_ip_packet(const wire::TxPacket& packet, const Gid& local, std::span<uint8_t> out,
-                         bool icrc = true);
+                         bool icrc = true, bool headers_only = false);
 
 enum class RxVerdict : uint8_t { kDelivered, kBadIpChecksum, kBadIcrc, kNotRoce, kMalformed };
 

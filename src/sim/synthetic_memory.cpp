@@ -103,7 +103,23 @@ Result<uint8_t*, KeyError> SyntheticAccess::substitute(Result<uint8_t*, KeyError
   m.read_pos_ += length;
   fill_synthetic(addr, {out, length});
   generated_ += length;
+  m.reads_[m.reads_next_] = {out, length, addr};
+  m.reads_next_ = (m.reads_next_ + 1) % SyntheticMemory::kReadsKept;
   return out;
+}
+
+bool SyntheticMemory::describe(const uint8_t* p, size_t len, uint64_t* iova) const {
+  // Newest first: a later read may have reused an older one's bytes in the ring.
+  for (size_t i = 1; i <= kReadsKept; ++i) {
+    const Read& r = reads_[(reads_next_ + kReadsKept - i) % kReadsKept];
+    if (r.at != nullptr && p >= r.at && p + len <= r.at + r.len) {
+      *iova = r.iova + static_cast<uint64_t>(p - r.at);
+      return true;
+    }
+    // Any read overlapping [p, p + len) other than one holding it all means the bytes changed.
+    if (r.at != nullptr && p < r.at + r.len && r.at < p + len) return false;
+  }
+  return false;
 }
 
 void SyntheticMemory::settle() {

@@ -23,12 +23,14 @@
 // generated or compared for it, and a transport that did use it would fault, not pass.
 //
 // Not thread-safe; one per device, used from its progress pass (the world core's thread).
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <vector>
 
+#include "fabric/fabric_link.h"
 #include "transport/types.h"
 
 namespace uroce::sim {
@@ -56,14 +58,16 @@ uint64_t count_synthetic_mismatches(uint64_t iova, std::span<const uint8_t> byte
 // The reserved address space synthetic MRs are registered over (shared by every device of a world:
 // the MRs differ by I/O address, not by host address).
 class SyntheticAccess;
-class SyntheticMemory {
+// Also the fabric's PayloadReference: a packet's payload read from a synthetic region (one of the
+// last reads) is described by its I/O address, and rebuilt from it on arrival.
+class SyntheticMemory final : public fabric::PayloadReference {
  public:
   // Reserves `bytes` of inaccessible address space (nothing resident); aborts if the reservation
   // fails, which only a 32-bit address space would make it do. Materialized accesses (at most
   // kSyntheticPlacementBytes) larger than `max_access_bytes` to a synthetic region fail with
   // kOutOfBounds (counted in refused()); a world passes its message size.
   SyntheticMemory(size_t bytes, size_t max_access_bytes);
-  ~SyntheticMemory();
+  ~SyntheticMemory() override;
   SyntheticMemory(const SyntheticMemory&) = delete;
   SyntheticMemory& operator=(const SyntheticMemory&) = delete;
 
@@ -72,6 +76,11 @@ class SyntheticMemory {
   bool contains(const uint8_t* p) const { return p >= base_ && p < base_ + size_; }
   // Compares the last write's landing buffer with what it should hold (any device's).
   void settle();
+
+  bool describe(const uint8_t* p, size_t len, uint64_t* iova) const override;
+  void materialize(uint64_t iova, std::span<uint8_t> out) const override {
+    fill_synthetic(iova, out);
+  }
 
  private:
   friend class SyntheticAccess;
@@ -82,6 +91,15 @@ class SyntheticMemory {
   // are generated; writes land in one buffer, checked before the next access.
   std::vector<uint8_t> read_ring_;
   size_t read_pos_ = 0;
+  // The last reads into the ring (a packet's gather list is among them when it is sent).
+  struct Read {
+    const uint8_t* at = nullptr;
+    size_t len = 0;
+    uint64_t iova = 0;
+  };
+  static constexpr size_t kReadsKept = 32;
+  std::array<Read, kReadsKept> reads_{};
+  size_t reads_next_ = 0;
   std::vector<uint8_t> landing_;
   uint64_t landing_iova_ = 0;
   size_t landing_len_ = 0;                 // 0: nothing pending
