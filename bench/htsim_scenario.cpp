@@ -10,6 +10,7 @@
 //
 //   htsim_scenario [--k 8] [--end-us 5000] [--seed 1] [--incast 64] [--real] [--tm FILE]
 //                  [--outstanding 64] (64 KiB WRITEs in flight per flow) [--fct] (a line per flow)
+//                  [--icrc] (links compute and check the ICRC: WorldConfig::trusted_wire off)
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -60,7 +61,7 @@ int main(int argc, char** argv) {
   uint32_t k = 8, incast = 64;
   uint64_t end_us = 5000, seed = 1;
   uint64_t incast_bytes = 1'000'000, background_bytes = 20'000'000;
-  bool real = false, per_flow = false;
+  bool real = false, per_flow = false, icrc = false;
   uint32_t outstanding = 64;  // 4 MiB in flight: htsim's RoCE source has no window
   std::string tm_file;
   for (int i = 1; i < argc; ++i) {
@@ -92,12 +93,14 @@ int main(int argc, char** argv) {
       tm_file = next();
     else if (a == "--fct")
       per_flow = true;
+    else if (a == "--icrc")
+      icrc = true;
     else {
       std::fprintf(
           stderr,
           "usage: htsim_scenario [--k 8] [--end-us 5000] [--seed 1] [--incast 64] "
           "[--incast-bytes N] [--background-bytes N] [--outstanding WRITES] [--real] [--tm FILE] "
-          "[--fct]\n");
+          "[--fct] [--icrc]\n");
       return 2;
     }
   }
@@ -145,6 +148,7 @@ int main(int argc, char** argv) {
   cfg.seed = seed;
   cfg.path_mtu = 4096;
   cfg.synthetic_memory = !real;
+  cfg.trusted_wire = !icrc;  // htsim moves descriptors; the payload is checked where it lands
   cfg.max_outstanding = outstanding;
   cfg.time_limit_ns = static_cast<Nanos>(end_us) * 1000;
   cfg.sample_ns = cfg.time_limit_ns;  // the sampler is not what this measures
@@ -200,10 +204,10 @@ int main(int argc, char** argv) {
   std::printf(
       "scenario: fat tree k=%u (%u hosts), 100 Gb/s, 1 us links, MTU 4096, PFC, no CC; "
       "%u:1 incast of %llu B into host 0 + %zu background flows of %llu B; seed %llu; "
-      "%s memory\n",
+      "%s memory, %s\n",
       k, hosts, incast, static_cast<unsigned long long>(incast_bytes), bg.size(),
       static_cast<unsigned long long>(background_bytes), static_cast<unsigned long long>(seed),
-      real ? "real" : "synthetic");
+      real ? "real" : "synthetic", icrc ? "ICRC" : "trusted wire (no ICRC)");
   std::printf(
       "simulated=%.3f ms wall=%.3f s cpu=%.3f s (build %.3f s) -> %.3f ms simulated per "
       "wall second (%.3f per cpu second)\n",
@@ -221,7 +225,7 @@ int main(int argc, char** argv) {
   std::printf(
       "fabric: delivered=%llu packets (%.0f per wall second) pauses=%llu drops=%llu; "
       "synthetic bytes checked=%llu mismatched=%llu refused=%llu; link tx_errors=%llu "
-      "rx_drops=%llu\n",
+      "rx_drops=%llu by_reference=%llu\n",
       static_cast<unsigned long long>(r.fabric.delivered),
       static_cast<double>(r.fabric.delivered) / wall,
       static_cast<unsigned long long>(r.fabric.pause_frames),
@@ -230,7 +234,8 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(r.synthetic_mismatched_bytes),
       static_cast<unsigned long long>(r.synthetic_refused),
       static_cast<unsigned long long>(r.link_tx_errors),
-      static_cast<unsigned long long>(r.link_rx_drops));
+      static_cast<unsigned long long>(r.link_rx_drops),
+      static_cast<unsigned long long>(r.link_tx_by_reference));
   std::printf("pools: events max_pending=%zu, packet descriptors=%zu, payload buffers=%zu\n",
               world.loop().counters().max_pending, world.fabric().packet_descriptors_made(),
               world.fabric().payload_buffers_made());

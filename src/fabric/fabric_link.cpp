@@ -5,6 +5,7 @@
 
 #include "common/bytes.h"
 #include "link/ip_packet_io.h"
+#include "wire/packet.h"
 
 namespace uroce::fabric {
 
@@ -20,10 +21,34 @@ FabricLink::~FabricLink() {
   fabric_.set_receiver(host_, nullptr);
 }
 
+namespace {
+constexpr uint32_t kDescriptorBytes = 12;  // I/O address (8) and length (4), host order
+}  // namespace
+
 void FabricLink::transmit(const wire::TxPacket& packet) {
   const bool v1 = packet.dest != nullptr && packet.dest->roce_v1;
+  uint64_t iova = 0;
+  if (reference_ != nullptr && trusted_wire_ && !v1 && packet.payload_parts == 1 &&
+      packet.payload_len > 0 && packet.payload[0].size() == packet.payload_len &&
+      reference_->describe(packet.payload[0].data(), packet.payload_len, &iova)) {
+    const uint32_t at = link::build_ip_packet(packet, local_, buf_, false, true);
+    const uint32_t total = at + packet.payload_len + packet.pad + wire::kIcrcBytes;
+    if (at != 0) {
+      std::memcpy(buf_.data() + at, &iova, 8);
+      std::memcpy(buf_.data() + at + 8, &packet.payload_len, 4);
+      if (!fabric_.host_send_ip(host_, std::span<const uint8_t>(buf_.data(), at + kDescriptorBytes),
+                                total)) {
+        ++counters_.tx_errors;
+        return;
+      }
+      ++counters_.tx_packets;
+      counters_.tx_bytes += total;
+      ++tx_by_reference_;
+      return;
+    }
+  }
   const uint32_t n = v1 ? link::build_v1_packet(packet, local_, buf_)
-                        : link::build_ip_packet(packet, local_, buf_);
+                        : link::build_ip_packet(packet, local_, buf_, !trusted_wire_);
   if (n == 0 || !fabric_.host_send_ip(host_, std::span<const uint8_t>(buf_.data(), n))) {
     ++counters_.tx_errors;
     return;
@@ -55,19 +80,40 @@ void FabricLink::on_receive(const Delivered& packet, Nanos now) {
   Slot& slot = inbox_[(inbox_head_ + inbox_count_) % inbox_.size()];
   slot.bytes = fabric_.exchange_payload(packet, std::move(slot.bytes));
   slot.len = static_cast<uint32_t>(packet.ip_packet.size());
+  slot.wire_len = packet.ip_bytes;
   ++inbox_count_;
   if (notify_) notify_->on_event(notify_kind_, host_, now);
+}
+
+std::span<const uint8_t> FabricLink::rebuild(const Slot& slot) {
+  if (reference_ == nullptr || slot.len < kDescriptorBytes || slot.wire_len > rx_buf_.size())
+    return {};
+  const uint32_t at = slot.len - kDescriptorBytes;
+  uint64_t iova = 0;
+  uint32_t len = 0;
+  std::memcpy(&iova, slot.bytes.get() + at, 8);
+  std::memcpy(&len, slot.bytes.get() + at + 8, 4);
+  if (size_t{at} + len + wire::kIcrcBytes > slot.wire_len ||
+      slot.wire_len - at - len - wire::kIcrcBytes > 3)
+    return {};
+  std::memcpy(rx_buf_.data(), slot.bytes.get(), at);
+  reference_->materialize(iova, {rx_buf_.data() + at, len});
+  std::memset(rx_buf_.data() + at + len, 0, slot.wire_len - at - len);  // pad and ICRC
+  return {rx_buf_.data(), slot.wire_len};
 }
 
 size_t FabricLink::poll(const link::RxHandler& handler, size_t budget) {
   size_t taken = 0;
   while (taken < budget && inbox_count_ > 0) {
     const Slot& slot = inbox_[inbox_head_];
-    const std::span<const uint8_t> bytes{slot.bytes.get(), slot.len};
-    if (link::is_v1_packet(bytes)) {
+    std::span<const uint8_t> bytes{slot.bytes.get(), slot.len};
+    if (slot.len < slot.wire_len) bytes = rebuild(slot);
+    if (bytes.empty()) {
+      ++counters_.rx_drop_malformed;
+    } else if (link::is_v1_packet(bytes)) {
       link::receive_v1_packet(bytes, local_, counters_, handler);
     } else {
-      link::receive_ip_packet(bytes, local_, counters_, handler);
+      link::receive_ip_packet(bytes, local_, counters_, handler, !trusted_wire_);
     }
     inbox_head_ = (inbox_head_ + 1) % inbox_.size();
     --inbox_count_;

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "common/result.h"
@@ -15,6 +16,18 @@
 #include "link/link.h"
 
 namespace uroce::fabric {
+
+// Payload carried by reference, for a simulation whose payload bytes are a function of their
+// I/O address (sim/synthetic_memory.h): the fabric carries a packet's headers and a descriptor
+// (I/O address, length) instead of its payload, and the receiving link rebuilds the bytes.
+class PayloadReference {
+ public:
+  virtual ~PayloadReference() = default;
+  // Whether [p, p + len) holds the bytes of [*iova, *iova + len) (sets *iova).
+  virtual bool describe(const uint8_t* p, size_t len, uint64_t* iova) const = 0;
+  // Writes the bytes of [iova, iova + out.size()).
+  virtual void materialize(uint64_t iova, std::span<uint8_t> out) const = 0;
+};
 
 class FabricLink final : public link::Link, public HostReceiver {
  public:
@@ -54,6 +67,19 @@ class FabricLink final : public link::Link, public HostReceiver {
     notify_kind_ = kind;
   }
   uint64_t rx_drop_inbox_full() const { return rx_drop_inbox_full_; }
+  // A trusted wire: RoCEv2 packets leave with a zero ICRC and arrive unchecked, two CRC passes
+  // over every packet saved. For simulations only, and only where nothing between the links
+  // changes a packet's bytes: the fabric drops a frame with a bit error whole (its FCS), and the
+  // only byte it writes is the IP header's CE mark, which the ICRC does not cover. Every link of
+  // the fabric must agree (a checking receiver drops a trusted sender's packets as bad ICRCs).
+  // RoCE v1 packets keep their ICRC.
+  void set_trusted_wire(bool trusted) { trusted_wire_ = trusted; }
+  // On a trusted wire, a RoCEv2 packet whose payload is one span `reference` describes crosses the
+  // fabric as headers plus descriptor (its size on the wire unchanged) and is rebuilt on arrival:
+  // the same packets and times, without 4 KiB per packet in the fabric's buffers. Every link of
+  // the fabric must have one (a link without it drops such a packet as malformed).
+  void set_payload_reference(const PayloadReference* reference) { reference_ = reference; }
+  uint64_t tx_by_reference() const { return tx_by_reference_; }
 
   void on_receive(const Delivered& packet, Nanos now) override;
 
@@ -71,11 +97,18 @@ class FabricLink final : public link::Link, public HostReceiver {
   // steady state).
   struct Slot {
     std::unique_ptr<uint8_t[]> bytes;
-    uint32_t len = 0;
+    uint32_t len = 0;       // bytes held
+    uint32_t wire_len = 0;  // the IP packet's length: more than len when carried by reference
   };
+  // A packet carried by reference as the IP packet it stands for, in rx_buf_; empty if malformed.
+  std::span<const uint8_t> rebuild(const Slot& slot);
   std::vector<Slot> inbox_;
   size_t inbox_capacity_;
   size_t inbox_head_ = 0, inbox_count_ = 0;
+  bool trusted_wire_ = false;
+  const PayloadReference* reference_ = nullptr;
+  uint64_t tx_by_reference_ = 0;
+  std::array<uint8_t, link::kMaxIpPacketBytes> rx_buf_{};
   EventTarget* notify_ = nullptr;
   uint32_t notify_kind_ = 0;
   std::array<uint8_t, link::kMaxIpPacketBytes> buf_{};

@@ -56,6 +56,7 @@ struct SwitchFabric::Packet {
   uint32_t next = kNone;  // FIFO link, and the free list
   uint32_t payload = kNone;
   uint32_t ip_bytes = 0;
+  uint32_t stored_bytes = 0;  // of the payload buffer: ip_bytes, or fewer (host_send_ip)
   HostId src = 0, dst = 0;
   PortId ingress = kNone;  // the switch port whose buffer account holds it
   uint16_t udp_src_port = 0;
@@ -314,10 +315,11 @@ uint8_t SwitchFabric::classify(const Node& n, const Packet& pkt) const {
 }
 
 bool SwitchFabric::host_send(HostId src, const PacketMeta& meta) {
-  return queue_from_host(src, meta, kNone);
+  return queue_from_host(src, meta, kNone, 0);
 }
 
-bool SwitchFabric::queue_from_host(HostId src, const PacketMeta& meta, uint32_t payload) {
+bool SwitchFabric::queue_from_host(HostId src, const PacketMeta& meta, uint32_t payload,
+                                   uint32_t stored_bytes) {
   UROCE_CHECK(finalized_ && src < hosts_.size());
   Host& host = hosts_[src];
   const PortId port = host_port(src);
@@ -342,6 +344,7 @@ bool SwitchFabric::queue_from_host(HostId src, const PacketMeta& meta, uint32_t 
   pkt.tag = meta.tag;
   pkt.sent_at = loop_.now();
   pkt.payload = payload;
+  pkt.stored_bytes = stored_bytes;
   pkt.prio = classify(nodes_[host.node], pkt);
   host.queued_bytes += pkt.wire_bytes();
   ++counters_.host_sent;
@@ -349,7 +352,8 @@ bool SwitchFabric::queue_from_host(HostId src, const PacketMeta& meta, uint32_t 
   return true;
 }
 
-bool SwitchFabric::host_send_ip(HostId src, std::span<const uint8_t> ip) {
+bool SwitchFabric::host_send_ip(HostId src, std::span<const uint8_t> ip, uint32_t wire_ip_bytes) {
+  if (wire_ip_bytes == 0) wire_ip_bytes = static_cast<uint32_t>(ip.size());
   PacketMeta meta;
   Gid dst{};
   uint32_t l4 = 0;
@@ -363,7 +367,8 @@ bool SwitchFabric::host_send_ip(HostId src, std::span<const uint8_t> ip) {
     std::copy(ip.begin() + 24, ip.begin() + 40, dst.begin());
   }
   meta.dst = l4 ? host_by_address(dst) : kNone;
-  if (meta.dst == kNone || ip.size() < l4 + wire::kUdpBytes || ip.size() > config_.max_ip_bytes) {
+  if (meta.dst == kNone || ip.size() < l4 + wire::kUdpBytes || ip.size() > wire_ip_bytes ||
+      wire_ip_bytes > config_.max_ip_bytes) {
     ++counters_.refused_bad_packet;
     return false;
   }
@@ -375,7 +380,7 @@ bool SwitchFabric::host_send_ip(HostId src, std::span<const uint8_t> ip) {
   }
   meta.ect = wire::read_ecn(ip) != wire::Ecn::kNotEct;
   meta.udp_src_port = load_be16(ip.data() + l4);
-  meta.ip_bytes = static_cast<uint32_t>(ip.size());
+  meta.ip_bytes = wire_ip_bytes;
   uint32_t buf = kNone;
   if (!free_payloads_.empty()) {
     buf = free_payloads_.back();
@@ -388,7 +393,7 @@ bool SwitchFabric::host_send_ip(HostId src, std::span<const uint8_t> ip) {
     return false;
   }
   std::memcpy(payloads_[buf].get(), ip.data(), ip.size());
-  if (!queue_from_host(src, meta, buf)) {
+  if (!queue_from_host(src, meta, buf, static_cast<uint32_t>(ip.size()))) {
     free_payloads_.push_back(buf);
     return false;
   }
@@ -536,7 +541,7 @@ void SwitchFabric::on_arrive(PortId p, uint32_t id, Nanos now) {
   d.tag = pkt.tag;
   d.sent_at = pkt.sent_at;
   if (pkt.payload != kNone) {
-    std::span<uint8_t> bytes(payloads_[pkt.payload].get(), pkt.ip_bytes);
+    std::span<uint8_t> bytes(payloads_[pkt.payload].get(), pkt.stored_bytes);
     if (d.ce) wire::set_ecn(bytes, wire::Ecn::kCe);
     d.ip_packet = bytes;
     d.payload_buffer = pkt.payload;

@@ -120,8 +120,9 @@ struct Delivered {
   bool ce = false;
   uint64_t tag = 0;
   Nanos sent_at = 0;
-  std::span<const uint8_t> ip_packet;  // empty unless sent with host_send_ip; valid in the call
-  uint32_t payload_buffer = kNone;     // the fabric's buffer holding ip_packet (exchange_payload)
+  // Empty unless sent with host_send_ip (then its bytes, ip_bytes or fewer); valid in the call.
+  std::span<const uint8_t> ip_packet;
+  uint32_t payload_buffer = kNone;  // the fabric's buffer holding ip_packet (exchange_payload)
 };
 
 class HostReceiver {
@@ -177,8 +178,10 @@ class SwitchFabric final : public EventTarget {
   // the NIC queue is full.
   bool host_send(HostId src, const PacketMeta& meta);
   // The same with a whole IP packet: destination, DSCP, ECN and UDP source port are read from it,
-  // and a CE mark is written into it on the way.
-  bool host_send_ip(HostId src, std::span<const uint8_t> ip_packet);
+  // and a CE mark is written into it on the way. A packet whose bytes are not all carried (a
+  // simulation's payload by reference, FabricLink) gives its size on the wire in `wire_ip_bytes`
+  // (0: ip_packet.size()); the receiver gets the bytes given.
+  bool host_send_ip(HostId src, std::span<const uint8_t> ip_packet, uint32_t wire_ip_bytes = 0);
   uint64_t host_queue_bytes(HostId h) const;
 
   // A receiver that keeps a delivered packet's bytes takes the fabric's buffer instead of copying
@@ -240,7 +243,7 @@ class SwitchFabric final : public EventTarget {
   uint32_t pick(Port& port, Nanos now);
   void on_tx_done(PortId port, Nanos now);
   void on_arrive(PortId port, uint32_t id, Nanos now);
-  bool queue_from_host(HostId src, const PacketMeta& meta, uint32_t payload);
+  bool queue_from_host(HostId src, const PacketMeta& meta, uint32_t payload, uint32_t stored_bytes);
   void switch_receive(PortId in, uint32_t id, Nanos now);
   void release_ingress(Packet& pkt, Nanos now);
   bool xon_ready(const Port& in, uint8_t prio) const;

@@ -8,7 +8,8 @@
 
 namespace uroce::link {
 
-uint32_t build_ip_packet(const wire::TxPacket& pkt, const Gid& local, std::span<uint8_t> buf) {
+uint32_t build_ip_packet(const wire::TxPacket& pkt, const Gid& local, std::span<uint8_t> buf,
+                         bool icrc, bool headers_only) {
   if (pkt.dest == nullptr || pkt.header_len > pkt.header.size() ||
       pkt.payload_parts > wire::kMaxGather || pkt.pad > 3)
     return 0;
@@ -49,6 +50,7 @@ uint32_t build_ip_packet(const wire::TxPacket& pkt, const Gid& local, std::span<
   uint8_t* p = out.data() + ip_len + wire::kUdpBytes;
   std::memcpy(p, pkt.header.data(), pkt.header_len);
   p += pkt.header_len;
+  if (headers_only) return static_cast<uint32_t>(p - out.data());
   size_t gathered = 0;
   for (uint32_t i = 0; i < pkt.payload_parts; ++i) {
     const auto part = pkt.payload[i];
@@ -59,18 +61,18 @@ uint32_t build_ip_packet(const wire::TxPacket& pkt, const Gid& local, std::span<
   if (gathered != pkt.payload_len) return 0;
   std::memset(p + gathered, 0, pkt.pad);
   const size_t icrc_at = total - wire::kIcrcBytes;
-  wire::store_icrc(out.data() + icrc_at, wire::compute_icrc(out.first(icrc_at)));
+  wire::store_icrc(out.data() + icrc_at, icrc ? wire::compute_icrc(out.first(icrc_at)) : 0);
   return static_cast<uint32_t>(total);
 }
 
 RxVerdict receive_ip_packet(std::span<const uint8_t> bytes, const Gid& local,
-                            LinkCounters& counters, const RxHandler& handler) {
+                            LinkCounters& counters, const RxHandler& handler, bool check_icrc) {
   if (bytes.size() >= wire::kIpv4Bytes && (bytes[0] >> 4) == 4 &&
       wire::ipv4_header_checksum(bytes.first<wire::kIpv4Bytes>()) != load_be16(&bytes[10])) {
     ++counters.rx_drop_malformed;
     return RxVerdict::kBadIpChecksum;
   }
-  auto parsed = wire::parse_ip_packet(bytes);
+  auto parsed = wire::parse_ip_packet(bytes, check_icrc);
   if (!parsed) {
     switch (parsed.error()) {
       case wire::ParseError::kBadIcrc:

@@ -51,7 +51,9 @@ uint64_t count_synthetic_mismatches(uint64_t iova, std::span<const uint8_t> byte
 }
 
 SyntheticMemory::SyntheticMemory(size_t bytes, size_t max_access_bytes)
-    : size_(bytes), read_ring_(2 * max_access_bytes + 16 * 4096), landing_(max_access_bytes) {
+    : size_(bytes),
+      read_ring_(2 * std::min<size_t>(max_access_bytes, kSyntheticPlacementBytes) + 16 * 4096),
+      landing_(std::min<size_t>(max_access_bytes, kSyntheticPlacementBytes)) {
   void* p = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   UROCE_CHECK(p != MAP_FAILED);
   base_ = static_cast<uint8_t*>(p);
@@ -79,6 +81,10 @@ Result<uint8_t*, KeyError> SyntheticAccess::remote(uint32_t rkey, uint64_t addr,
 Result<uint8_t*, KeyError> SyntheticAccess::substitute(Result<uint8_t*, KeyError> r, uint64_t addr,
                                                        uint32_t length, bool write) {
   if (!r.ok() || length == 0 || !memory_.contains(*r)) return r;
+  if (length > kSyntheticPlacementBytes) {
+    ++key_checks_;
+    return r;
+  }
   SyntheticMemory& m = memory_;
   if (length > m.landing_.size()) {
     ++refused_;
@@ -97,7 +103,23 @@ Result<uint8_t*, KeyError> SyntheticAccess::substitute(Result<uint8_t*, KeyError
   m.read_pos_ += length;
   fill_synthetic(addr, {out, length});
   generated_ += length;
+  m.reads_[m.reads_next_] = {out, length, addr};
+  m.reads_next_ = (m.reads_next_ + 1) % SyntheticMemory::kReadsKept;
   return out;
+}
+
+bool SyntheticMemory::describe(const uint8_t* p, size_t len, uint64_t* iova) const {
+  // Newest first: a later read may have reused an older one's bytes in the ring.
+  for (size_t i = 1; i <= kReadsKept; ++i) {
+    const Read& r = reads_[(reads_next_ + kReadsKept - i) % kReadsKept];
+    if (r.at != nullptr && p >= r.at && p + len <= r.at + r.len) {
+      *iova = r.iova + static_cast<uint64_t>(p - r.at);
+      return true;
+    }
+    // Any read overlapping [p, p + len) other than one holding it all means the bytes changed.
+    if (r.at != nullptr && p < r.at + r.len && r.at < p + len) return false;
+  }
+  return false;
 }
 
 void SyntheticMemory::settle() {

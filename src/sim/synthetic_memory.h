@@ -16,13 +16,21 @@
 // every byte lands where the sender read it from. What a synthetic region cannot check is what a
 // model of a whole buffer would (bytes never written): count the bytes placed for that.
 //
+// Only accesses that can move bytes are materialized: the transport moves at most one packet's
+// payload per access (a gather part, a placement, a READ response's part, an atomic), so an access
+// longer than `kSyntheticPlacementBytes` is a key check (a WRITE's or READ's whole message, at
+// post time or on its first packet) and gets the region's own inaccessible pointer: nothing is
+// generated or compared for it, and a transport that did use it would fault, not pass.
+//
 // Not thread-safe; one per device, used from its progress pass (the world core's thread).
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <span>
 #include <vector>
 
+#include "fabric/fabric_link.h"
 #include "transport/types.h"
 
 namespace uroce::sim {
@@ -32,6 +40,8 @@ namespace uroce::sim {
 // in 256 per byte within a word).
 // (An odd multiplier makes the map one to one; consecutive words differ by a constant, so a
 // buffer is generated with one add per word.)
+// The largest payload of one packet (the largest path MTU) plus a UD receive's 40-byte GRH.
+inline constexpr uint32_t kSyntheticPlacementBytes = 4096 + 40;
 inline constexpr uint64_t kSyntheticStep = 0x9e3779b97f4a7c15ull;
 inline constexpr uint64_t kSyntheticMask = 0x6a09e667f3bcc909ull;
 inline uint64_t synthetic_word(uint64_t word_index) {
@@ -48,14 +58,16 @@ uint64_t count_synthetic_mismatches(uint64_t iova, std::span<const uint8_t> byte
 // The reserved address space synthetic MRs are registered over (shared by every device of a world:
 // the MRs differ by I/O address, not by host address).
 class SyntheticAccess;
-class SyntheticMemory {
+// Also the fabric's PayloadReference: a packet's payload read from a synthetic region (one of the
+// last reads) is described by its I/O address, and rebuilt from it on arrival.
+class SyntheticMemory final : public fabric::PayloadReference {
  public:
   // Reserves `bytes` of inaccessible address space (nothing resident); aborts if the reservation
-  // fails, which only a 32-bit address space would make it do. Accesses larger than
-  // `max_access_bytes` to a synthetic region fail with kOutOfBounds (counted in refused()); the
-  // transport asks for at most a message's worth at a time.
+  // fails, which only a 32-bit address space would make it do. Materialized accesses (at most
+  // kSyntheticPlacementBytes) larger than `max_access_bytes` to a synthetic region fail with
+  // kOutOfBounds (counted in refused()); a world passes its message size.
   SyntheticMemory(size_t bytes, size_t max_access_bytes);
-  ~SyntheticMemory();
+  ~SyntheticMemory() override;
   SyntheticMemory(const SyntheticMemory&) = delete;
   SyntheticMemory& operator=(const SyntheticMemory&) = delete;
 
@@ -64,6 +76,11 @@ class SyntheticMemory {
   bool contains(const uint8_t* p) const { return p >= base_ && p < base_ + size_; }
   // Compares the last write's landing buffer with what it should hold (any device's).
   void settle();
+
+  bool describe(const uint8_t* p, size_t len, uint64_t* iova) const override;
+  void materialize(uint64_t iova, std::span<uint8_t> out) const override {
+    fill_synthetic(iova, out);
+  }
 
  private:
   friend class SyntheticAccess;
@@ -74,6 +91,15 @@ class SyntheticMemory {
   // are generated; writes land in one buffer, checked before the next access.
   std::vector<uint8_t> read_ring_;
   size_t read_pos_ = 0;
+  // The last reads into the ring (a packet's gather list is among them when it is sent).
+  struct Read {
+    const uint8_t* at = nullptr;
+    size_t len = 0;
+    uint64_t iova = 0;
+  };
+  static constexpr size_t kReadsKept = 32;
+  std::array<Read, kReadsKept> reads_{};
+  size_t reads_next_ = 0;
   std::vector<uint8_t> landing_;
   uint64_t landing_iova_ = 0;
   size_t landing_len_ = 0;                 // 0: nothing pending
@@ -104,6 +130,7 @@ class SyntheticAccess final : public transport::MemoryAccess {
   uint64_t bytes_generated() const { return generated_; }
   uint64_t bytes_checked() const { return checked_; }
   uint64_t refused() const { return refused_; }
+  uint64_t key_checks() const { return key_checks_; }  // accesses not materialized (above)
   transport::MemoryAccess& inner() { return inner_; }
 
  private:
@@ -113,7 +140,7 @@ class SyntheticAccess final : public transport::MemoryAccess {
   friend class SyntheticMemory;
   transport::MemoryAccess& inner_;
   SyntheticMemory& memory_;
-  uint64_t mismatched_ = 0, generated_ = 0, checked_ = 0, refused_ = 0;
+  uint64_t mismatched_ = 0, generated_ = 0, checked_ = 0, refused_ = 0, key_checks_ = 0;
 };
 
 }  // namespace uroce::sim

@@ -74,6 +74,8 @@ World::World(const WorldConfig& config, std::unique_ptr<fabric::EventLoop> loop,
     auto node = std::make_unique<Node>();
     const Gid gid = fabric::host_gid(h);
     node->link = std::move(fabric::FabricLink::create(*fabric_, h, gid).value());
+    node->link->set_trusted_wire(config_.trusted_wire);
+    if (config_.trusted_wire) node->link->set_payload_reference(synthetic);
     verbs::DeviceConfig dc;
     dc.name = "uroce" + std::to_string(h);
     dc.port.active_mtu = verbs::Mtu::k4096;
@@ -365,6 +367,7 @@ RunResult World::run() {
   for (auto& n : nodes_) {
     result_.link_tx_errors += n->link->counters().tx_errors;
     result_.link_rx_drops += n->link->rx_drop_inbox_full();
+    result_.link_tx_by_reference += n->link->tx_by_reference();
     if (n->synthetic) {
       result_.synthetic_mismatched_bytes += n->synthetic->mismatched_bytes();
       result_.synthetic_checked_bytes += n->synthetic->bytes_checked();

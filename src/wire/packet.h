@@ -115,8 +115,8 @@ struct RocePacket {
 };
 
 // Parses an IP packet (IPv4 or IPv6, told apart by the version nibble). Verifies lengths, the UDP
-// port and the ICRC.
-ParseResult<RocePacket> parse_ip_packet(std::span<const uint8_t> bytes);
+// port and, unless `check_icrc` is false (a simulated wire that corrupts nothing), the ICRC.
+ParseResult<RocePacket> parse_ip_packet(std::span<const uint8_t> bytes, bool check_icrc = true);
 // Parses an Ethernet frame (FCS not included) carrying a RoCEv2 IP packet.
 struct RoceFrame {
   Ethernet eth;
