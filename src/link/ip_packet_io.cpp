@@ -65,6 +65,25 @@ uint32_t build_ip_packet(const wire::TxPacket& pkt, const Gid& local, std::span<
   return static_cast<uint32_t>(total);
 }
 
+namespace {
+
+// A packet the codec refused: counted under the drop counter its reason names.
+RxVerdict count_parse_drop(wire::ParseError error, LinkCounters& counters) {
+  switch (error) {
+    case wire::ParseError::kBadIcrc:
+      ++counters.rx_drop_bad_icrc;
+      return RxVerdict::kBadIcrc;
+    case wire::ParseError::kNotRoce:
+      ++counters.rx_drop_not_roce;
+      return RxVerdict::kNotRoce;
+    default:
+      ++counters.rx_drop_malformed;
+      return RxVerdict::kMalformed;
+  }
+}
+
+}  // namespace
+
 RxVerdict receive_ip_packet(std::span<const uint8_t> bytes, const Gid& local,
                             LinkCounters& counters, const RxHandler& handler, bool check_icrc) {
   if (bytes.size() >= wire::kIpv4Bytes && (bytes[0] >> 4) == 4 &&
@@ -73,19 +92,7 @@ RxVerdict receive_ip_packet(std::span<const uint8_t> bytes, const Gid& local,
     return RxVerdict::kBadIpChecksum;
   }
   auto parsed = wire::parse_ip_packet(bytes, check_icrc);
-  if (!parsed) {
-    switch (parsed.error()) {
-      case wire::ParseError::kBadIcrc:
-        ++counters.rx_drop_bad_icrc;
-        return RxVerdict::kBadIcrc;
-      case wire::ParseError::kNotRoce:
-        ++counters.rx_drop_not_roce;
-        return RxVerdict::kNotRoce;
-      default:
-        ++counters.rx_drop_malformed;
-        return RxVerdict::kMalformed;
-    }
-  }
+  if (!parsed) return count_parse_drop(parsed.error(), counters);
   const wire::RocePacket& pkt = *parsed;
   wire::RxPacket rx;
   if (pkt.ipv4) {
@@ -156,19 +163,7 @@ bool is_v1_packet(std::span<const uint8_t> bytes) {
 RxVerdict receive_v1_packet(std::span<const uint8_t> bytes, const Gid& local,
                             LinkCounters& counters, const RxHandler& handler) {
   auto parsed = wire::parse_v1_packet(bytes);
-  if (!parsed) {
-    switch (parsed.error()) {
-      case wire::ParseError::kBadIcrc:
-        ++counters.rx_drop_bad_icrc;
-        return RxVerdict::kBadIcrc;
-      case wire::ParseError::kNotRoce:
-        ++counters.rx_drop_not_roce;
-        return RxVerdict::kNotRoce;
-      default:
-        ++counters.rx_drop_malformed;
-        return RxVerdict::kMalformed;
-    }
-  }
+  if (!parsed) return count_parse_drop(parsed.error(), counters);
   const wire::RoceV1Packet& pkt = *parsed;
   if (pkt.grh.dgid != local) {
     ++counters.rx_drop_not_roce;

@@ -1491,25 +1491,19 @@ UROCE_RSOCKET_EXPORT int rsetsockopt(int socket, int level, int optname, const v
     return true;
   };
   int v = 0;
+  // The socket-level and TCP options are kept as given: the library needs none of them to act.
+  auto set_int = [&](int& field) { return int_value(&field) ? 0 : fail(EINVAL); };
   switch (level) {
     case SOL_SOCKET:
       switch (optname) {
         case SO_REUSEADDR:
-          if (!int_value(&v)) return fail(EINVAL);
-          s->reuseaddr = v;
-          return 0;
+          return set_int(s->reuseaddr);
         case SO_RCVBUF:
-          if (!int_value(&v)) return fail(EINVAL);
-          s->rcvbuf = v;
-          return 0;
+          return set_int(s->rcvbuf);
         case SO_SNDBUF:
-          if (!int_value(&v)) return fail(EINVAL);
-          s->sndbuf = v;
-          return 0;
+          return set_int(s->sndbuf);
         case SO_KEEPALIVE:
-          if (!int_value(&v)) return fail(EINVAL);
-          s->keepalive = v;
-          return 0;
+          return set_int(s->keepalive);
         case SO_LINGER:
           if (!optval || optlen < sizeof(linger)) return fail(EINVAL);
           memcpy(&s->linger_opt, optval, sizeof(linger));
@@ -1520,13 +1514,9 @@ UROCE_RSOCKET_EXPORT int rsetsockopt(int socket, int level, int optname, const v
     case IPPROTO_TCP:
       switch (optname) {
         case TCP_NODELAY:
-          if (!int_value(&v)) return fail(EINVAL);
-          s->nodelay = v;
-          return 0;
+          return set_int(s->nodelay);
         case TCP_KEEPIDLE:
-          if (!int_value(&v)) return fail(EINVAL);
-          s->keepidle = v;
-          return 0;
+          return set_int(s->keepidle);
         default:
           return fail(ENOTSUP);
       }
