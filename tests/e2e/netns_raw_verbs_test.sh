@@ -78,17 +78,28 @@ pair() {
     kill -0 "$spid" 2>/dev/null || break
     sleep 0.1
   done
-  local crc=0 src=0
+  local crc=0 src=0 benign='^$^'
   ip netns exec "$NS_A" env UROCE_DEVICES="urocea=$A" timeout -k 5 90 "${client[@]}" \
     >"$ABI_TMP/$name.client" 2>&1 || crc=$?
   wait "$spid" || src=$?
+  # Under loss one ending is benign: when a side's peer has finished every exchange and exited
+  # before the ACK of the side's last SEND got through, the side retries into a QP that no longer
+  # exists and ends in RETRY_EXC, as against a hardware NIC (a destroyed QP answers nothing).
+  if [[ ${LOSSY:-0} == 1 && $crc != "$src" && ($crc == 0 || $src == 0) ]]; then
+    local failed=$ABI_TMP/$name.server done=$ABI_TMP/$name.client
+    [[ $crc != 0 ]] && failed=$ABI_TMP/$name.client done=$ABI_TMP/$name.server
+    if grep -q "transport retry counter exceeded" "$failed" && grep -q "^$ITERS iters in" "$done"; then
+      echo "     note: $name: the side whose peer left first ended its last SEND in RETRY_EXC"
+      crc=0 src=0 benign='transport retry counter exceeded|parse WC failed'
+    fi
+  fi
   if [[ $crc != 0 || $src != 0 ]]; then
     echo "---- $name server (exit $src)" >&2; cat "$ABI_TMP/$name.server" >&2
     echo "---- $name client (exit $crc)" >&2; cat "$ABI_TMP/$name.client" >&2
     abi_fail "$name: exit codes server $src client $crc"
   fi
-  abi_check_clean "$ABI_TMP/$name.server"
-  abi_check_clean "$ABI_TMP/$name.client"
+  abi_check_clean "$ABI_TMP/$name.server" "$benign"
+  abi_check_clean "$ABI_TMP/$name.client" "$benign"
   ! grep -qi "invalid data" "$ABI_TMP/$name.server" "$ABI_TMP/$name.client" ||
     abi_fail "$name: ibv_rc_pingpong -c found invalid data"
 }
@@ -154,6 +165,7 @@ check_capture pcp_v2 $((2 * ITERS)) "vlan.id == 7 && vlan.priority == 3 && vlan.
 set_bridge_loss 30
 export UROCE_STATS=$ABI_TMP/loss.stats
 ITERS=200  # each loss costs a retransmission timeout; enough for a few dozen of them
+LOSSY=1
 pingpong loss_v1 1 18807 -s 16384
 d1=$(bridge_dropped)
 pingpong loss_v2 0 18808 -s 16384
