@@ -100,7 +100,6 @@ class XdpLink final : public Link {
   Gid gid_{};
   int guard_fd_ = -1;
   int xsk_fd_ = -1;
-  uint32_t attach_flags_ = 0;  // the XDP mode the program was attached in; 0: not attached
   int prog_fd_ = -1;
   bpf_object* bpf_ = nullptr;
   uint8_t* umem_area_ = nullptr;
