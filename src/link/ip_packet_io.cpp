@@ -8,6 +8,24 @@
 
 namespace uroce::link {
 
+namespace {
+
+// Copies a packet's payload parts and its pad to `p`; false if the parts disagree with its length.
+bool gather_payload(const wire::TxPacket& pkt, uint8_t* p) {
+  size_t gathered = 0;
+  for (uint32_t i = 0; i < pkt.payload_parts; ++i) {
+    const auto part = pkt.payload[i];
+    if (gathered + part.size() > pkt.payload_len) return false;
+    if (!part.empty()) std::memcpy(p + gathered, part.data(), part.size());
+    gathered += part.size();
+  }
+  if (gathered != pkt.payload_len) return false;
+  std::memset(p + gathered, 0, pkt.pad);
+  return true;
+}
+
+}  // namespace
+
 uint32_t build_ip_packet(const wire::TxPacket& pkt, const Gid& local, std::span<uint8_t> buf,
                          bool icrc, bool headers_only) {
   if (pkt.dest == nullptr || pkt.header_len > pkt.header.size() ||
@@ -51,15 +69,7 @@ uint32_t build_ip_packet(const wire::TxPacket& pkt, const Gid& local, std::span<
   std::memcpy(p, pkt.header.data(), pkt.header_len);
   p += pkt.header_len;
   if (headers_only) return static_cast<uint32_t>(p - out.data());
-  size_t gathered = 0;
-  for (uint32_t i = 0; i < pkt.payload_parts; ++i) {
-    const auto part = pkt.payload[i];
-    if (gathered + part.size() > pkt.payload_len) return 0;
-    if (!part.empty()) std::memcpy(p + gathered, part.data(), part.size());
-    gathered += part.size();
-  }
-  if (gathered != pkt.payload_len) return 0;
-  std::memset(p + gathered, 0, pkt.pad);
+  if (!gather_payload(pkt, p)) return 0;
   const size_t icrc_at = total - wire::kIcrcBytes;
   wire::store_icrc(out.data() + icrc_at, icrc ? wire::compute_icrc(out.first(icrc_at)) : 0);
   return static_cast<uint32_t>(total);
@@ -141,15 +151,7 @@ uint32_t build_v1_packet(const wire::TxPacket& pkt, const Gid& local, std::span<
   uint8_t* p = out.data() + wire::kGrhBytes;
   std::memcpy(p, pkt.header.data(), pkt.header_len);
   p += pkt.header_len;
-  size_t gathered = 0;
-  for (uint32_t i = 0; i < pkt.payload_parts; ++i) {
-    const auto part = pkt.payload[i];
-    if (gathered + part.size() > pkt.payload_len) return 0;
-    if (!part.empty()) std::memcpy(p + gathered, part.data(), part.size());
-    gathered += part.size();
-  }
-  if (gathered != pkt.payload_len) return 0;
-  std::memset(p + gathered, 0, pkt.pad);
+  if (!gather_payload(pkt, p)) return 0;
   const size_t icrc_at = total - wire::kIcrcBytes;
   wire::store_icrc(out.data() + icrc_at, wire::compute_icrc_v1(out.first(icrc_at)));
   return static_cast<uint32_t>(total);

@@ -88,6 +88,23 @@ struct DgramHeader {
   uint16_t port;    // network order
   uint8_t addr[16];
 };
+
+// The sender's address a datagram's header names (IPv4 as the last 4 of 16 bytes).
+sockaddr_storage sender_address(const DgramHeader& h) {
+  sockaddr_storage a{};
+  if (ntohs(h.family) == AF_INET6) {
+    auto& a6 = reinterpret_cast<sockaddr_in6&>(a);
+    a6.sin6_family = AF_INET6;
+    a6.sin6_port = h.port;
+    memcpy(&a6.sin6_addr, h.addr, 16);
+  } else {
+    auto& a4 = reinterpret_cast<sockaddr_in&>(a);
+    a4.sin_family = AF_INET;
+    a4.sin_port = h.port;
+    memcpy(&a4.sin_addr, h.addr + 12, 4);
+  }
+  return a;
+}
 constexpr uint32_t kDgramHeaderBytes = sizeof(DgramHeader);
 
 enum class State { kInit, kBound, kListening, kConnecting, kConnected, kClosed };
@@ -763,18 +780,7 @@ void on_dgram_completion(RSocket& s, const ibv_wc& wc) {
     const uint8_t* base = s.recv_mem.data() + uint64_t(slot) * s.slot_bytes;
     DgramHeader h;
     memcpy(&h, base + kGrhBytes, sizeof h);
-    sockaddr_storage from{};
-    if (ntohs(h.family) == AF_INET6) {
-      auto& a6 = reinterpret_cast<sockaddr_in6&>(from);
-      a6.sin6_family = AF_INET6;
-      a6.sin6_port = h.port;
-      memcpy(&a6.sin6_addr, h.addr, 16);
-    } else {
-      auto& a4 = reinterpret_cast<sockaddr_in&>(from);
-      a4.sin_family = AF_INET;
-      a4.sin_port = h.port;
-      memcpy(&a4.sin_addr, h.addr + 12, 4);
-    }
+    const sockaddr_storage from = sender_address(h);
     bool known = false;
     for (auto& d : s.destinations) known |= same_addr(d.addr, from) && d.qpn == wc.src_qp;
     if (!known) {
@@ -1005,18 +1011,7 @@ ssize_t dgram_recvfrom(RSocket& s, std::unique_lock<std::mutex>& lock, const iov
     copied += n;
   }
   if (from && fromlen) {
-    sockaddr_storage a{};
-    if (ntohs(h.family) == AF_INET6) {
-      auto& a6 = reinterpret_cast<sockaddr_in6&>(a);
-      a6.sin6_family = AF_INET6;
-      a6.sin6_port = h.port;
-      memcpy(&a6.sin6_addr, h.addr, 16);
-    } else {
-      auto& a4 = reinterpret_cast<sockaddr_in&>(a);
-      a4.sin_family = AF_INET;
-      a4.sin_port = h.port;
-      memcpy(&a4.sin_addr, h.addr + 12, 4);
-    }
+    const sockaddr_storage a = sender_address(h);
     const socklen_t want = addr_len(a.ss_family);
     memcpy(from, &a, std::min(*fromlen, want));
     *fromlen = want;
