@@ -57,7 +57,15 @@ constexpr uint32_t kMaxIomaps = 8;
 constexpr size_t kMaxSockets = 4096;
 constexpr size_t kMaxBacklog = 128;
 constexpr size_t kMaxDestinations = 64;
-constexpr uint32_t kDgramSlots = 64;
+// Datagram receive slots as rdma-core's rsockets size them: one per 2 KiB of SO_RCVBUF (128 KiB
+// unless set: 64 slots), at most RDMA_RQSIZE, within [kMinDgramSlots, kMaxDgramSlots]. A program
+// that asks for a deep buffer gets it: udpong asks for 512 KiB (256 slots), and a burst of 100 of
+// its datagrams overran 64 slots whenever the receiver was not scheduled in time (docs/cm.md).
+constexpr uint32_t kDgramBufferPerSlot = 2048;
+constexpr uint32_t kDefaultDgramBuffer = 128 * 1024;
+constexpr uint32_t kMinDgramSlots = 16;
+constexpr uint32_t kMaxDgramSlots = 384;
+constexpr uint32_t kDgramSendSlots = 64;
 constexpr uint32_t kGrhBytes = 40;
 constexpr uint32_t kRdmaUdpQkey = 0x01234567;
 constexpr int kResolveTimeoutMs = 2000;
@@ -198,10 +206,14 @@ socklen_t addr_len(int family) {
   return family == AF_INET6 ? sizeof(sockaddr_in6) : sizeof(sockaddr_in);
 }
 
-int64_t now_ms() {
+int64_t now_ns() {
   timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
-  return int64_t(ts.tv_sec) * 1000 + ts.tv_nsec / 1000000;
+  return int64_t(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+int64_t now_ms() {
+  return now_ns() / 1'000'000;
 }
 
 uint32_t window_of(const RSocket& s) {
@@ -211,6 +223,13 @@ uint32_t window_of(const RSocket& s) {
   else if (s.rcvbuf > 0)
     w = uint32_t(s.rcvbuf) / kMessageBytes;
   return std::clamp(w, kMinWindow, kMaxWindow);
+}
+
+uint32_t dgram_recv_slots(const RSocket& s) {
+  const uint32_t buffer = s.rcvbuf > 0 ? uint32_t(s.rcvbuf) : kDefaultDgramBuffer;
+  uint32_t slots = buffer / kDgramBufferPerSlot;
+  if (s.rq_size) slots = std::min(slots, s.rq_size);
+  return std::clamp(slots, kMinDgramSlots, kMaxDgramSlots);
 }
 
 uint32_t iomaps_of(const RSocket& s) {
@@ -707,7 +726,8 @@ int ensure_dgram_qp(RSocket& s) {
   ibv_port_attr port{};
   ibv_query_port(verbs, 1, &port);
   const uint32_t mtu = 128u << std::min<int>(port.active_mtu ? port.active_mtu : 1, 5);
-  int err = alloc_common(s, verbs, kDgramSlots, kDgramSlots, mtu + kGrhBytes);
+  const uint32_t recv_slots = dgram_recv_slots(s);
+  int err = alloc_common(s, verbs, recv_slots, kDgramSendSlots, mtu + kGrhBytes);
   if (devs) rdma_free_devices(devs);
   if (err) return err;
   ibv_qp_init_attr attr{};
@@ -715,7 +735,7 @@ int ensure_dgram_qp(RSocket& s) {
   attr.recv_cq = s.cq;
   attr.qp_type = IBV_QPT_UD;
   attr.cap.max_send_wr = s.sq_depth;
-  attr.cap.max_recv_wr = kDgramSlots;
+  attr.cap.max_recv_wr = recv_slots;
   attr.cap.max_send_sge = 1;
   attr.cap.max_recv_sge = 1;
   attr.sq_sig_all = 1;
@@ -735,7 +755,7 @@ int ensure_dgram_qp(RSocket& s) {
   a.qp_state = IBV_QPS_RTS;
   a.sq_psn = 0;
   if (ibv_modify_qp(s.qp, &a, IBV_QP_STATE | IBV_QP_SQ_PSN)) return errno ? errno : EINVAL;
-  for (uint32_t i = 0; i < kDgramSlots; ++i)
+  for (uint32_t i = 0; i < recv_slots; ++i)
     if (int e = post_recv_slot(s, i)) return e;
   return 0;
 }
@@ -771,7 +791,7 @@ void on_dgram_completion(RSocket& s, const ibv_wc& wc) {
   if (wc.wr_id & kRecvTag) {
     const uint32_t slot = uint32_t(wc.wr_id & 0xffffffff);
     if (wc.status != IBV_WC_SUCCESS) return;
-    if (wc.byte_len < kGrhBytes + kDgramHeaderBytes || s.ready.size() >= kDgramSlots) {
+    if (wc.byte_len < kGrhBytes + kDgramHeaderBytes || s.ready.size() >= s.recv_slots) {
       post_recv_slot(s, slot);
       return;
     }
@@ -1059,7 +1079,9 @@ short readiness(RSocket& s) {
 }
 
 int do_rpoll(pollfd* fds, nfds_t nfds, int timeout) {
-  const int64_t deadline = timeout > 0 ? now_ms() + timeout : 0;
+  // Nanoseconds: with a deadline in whole milliseconds, a wait woken by news that is not what the
+  // caller polls for ended at the next millisecond boundary, short of the timeout poll promises.
+  const int64_t deadline = timeout > 0 ? now_ns() + int64_t(timeout) * 1'000'000 : 0;
   std::vector<pollfd> real;
   std::vector<std::shared_ptr<RSocket>> socks(nfds);
   for (nfds_t i = 0; i < nfds; ++i) socks[i] = fds[i].fd >= 0 ? lookup(fds[i].fd) : nullptr;
@@ -1091,10 +1113,11 @@ int do_rpoll(pollfd* fds, nfds_t nfds, int timeout) {
           if ((fds[where[k]].revents = normal[k].revents)) ++ready;
     }
     if (ready || timeout == 0) return ready;
-    int wait_ms = -1;
+    timespec wait{};
     if (timeout > 0) {
-      wait_ms = int(deadline - now_ms());
-      if (wait_ms <= 0) return 0;
+      const int64_t left = deadline - now_ns();
+      if (left <= 0) return 0;
+      wait = {time_t(left / 1'000'000'000), long(left % 1'000'000'000)};
     }
     // Sleep on everything: the normal fds, and each rsocket's completion and event channels
     // (its CQ armed first; a completion between the look and the arm is found by the re-look).
@@ -1119,7 +1142,7 @@ int do_rpoll(pollfd* fds, nfds_t nfds, int timeout) {
       if (readiness(*socks[i]) & (fds[i].events | POLLERR | POLLHUP)) now_ready = true;
     }
     if (now_ready) continue;
-    int r = poll(real.data(), real.size(), wait_ms);
+    int r = ppoll(real.data(), real.size(), timeout > 0 ? &wait : nullptr, nullptr);
     if (r < 0) return -1;
   }
 }
