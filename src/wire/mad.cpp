@@ -75,6 +75,7 @@ void put_path(uint8_t* p, const CmPath& path) {
 CmReq get_req(const uint8_t* p) {
   CmReq m;
   m.local_comm_id = load_be32(p + 0);
+  m.vendor_id = load_be24(p + 5);
   m.service_id = load_be64(p + 8);
   m.local_ca_guid = load_be64(p + 16);
   m.local_qkey = load_be32(p + 28);
@@ -104,6 +105,7 @@ CmReq get_req(const uint8_t* p) {
 }
 void put_req(uint8_t* p, const CmReq& m) {
   store_be32(p + 0, m.local_comm_id);
+  store_be24(p + 5, m.vendor_id);
   store_be64(p + 8, m.service_id);
   store_be64(p + 16, m.local_ca_guid);
   store_be32(p + 28, m.local_qkey);
@@ -177,6 +179,7 @@ CmRep get_rep(const uint8_t* p) {
   m.local_qpn = load_be24(p + 12);
   m.local_eecn = load_be24(p + 16);
   m.starting_psn = load_be24(p + 20);
+  m.vendor_id = uint32_t{p[15]} << 16 | uint32_t{p[19]} << 8 | p[23];
   m.responder_resources = p[24];
   m.initiator_depth = p[25];
   m.target_ack_delay = get_bits(p + 26, 0, 5);
@@ -195,6 +198,9 @@ void put_rep(uint8_t* p, const CmRep& m) {
   store_be24(p + 12, m.local_qpn);
   store_be24(p + 16, m.local_eecn);
   store_be24(p + 20, m.starting_psn);
+  p[15] = uint8_t(m.vendor_id >> 16);
+  p[19] = uint8_t(m.vendor_id >> 8);
+  p[23] = uint8_t(m.vendor_id);
   p[24] = m.responder_resources;
   p[25] = m.initiator_depth;
   put_bits(p + 26, 0, 5, m.target_ack_delay);
@@ -267,6 +273,7 @@ CmSidrRep get_sidr_rep(const uint8_t* p) {
   m.request_id = load_be32(p + 0);
   m.status = p[4];
   m.info_length = p[5];
+  m.vendor_id = uint32_t{load_be16(p + 6)} << 8 | p[11];
   m.qpn = load_be24(p + 8);
   m.service_id = load_be64(p + 12);
   m.qkey = load_be32(p + 20);
@@ -278,7 +285,9 @@ void put_sidr_rep(uint8_t* p, const CmSidrRep& m) {
   store_be32(p + 0, m.request_id);
   p[4] = m.status;
   p[5] = m.info_length;
+  store_be16(p + 6, uint16_t(m.vendor_id >> 8));
   store_be24(p + 8, m.qpn);
+  p[11] = uint8_t(m.vendor_id);
   store_be64(p + 12, m.service_id);
   store_be32(p + 20, m.qkey);
   put_bytes(p + kSidrRepInfo, m.info);

@@ -37,6 +37,8 @@ struct MadHeader {
   uint16_t class_specific = 0;
   uint64_t transaction_id = 0;
   uint16_t attribute_id = 0;
+  // In a REQ, REP or SIDR_REP: the sender's ECE options (Enhanced Connection Establishment, IBA
+  // comment 9434, as Linux's CM; docs/cm.md); 0 in the other CM messages.
   uint32_t attribute_modifier = 0;
 
   bool operator==(const MadHeader&) const = default;
@@ -81,6 +83,7 @@ struct CmPath {
 
 struct CmReq {
   uint32_t local_comm_id = 0;
+  uint32_t vendor_id = 0;  // 24 bits at byte 5: ECE (its options are the attribute modifier)
   uint64_t service_id = 0;
   uint64_t local_ca_guid = 0;
   uint32_t local_qkey = 0;
@@ -151,6 +154,8 @@ struct CmRep {
   uint32_t local_qpn = 0;   // 24 bits
   uint32_t local_eecn = 0;  // 24 bits
   uint32_t starting_psn = 0;
+  // 24 bits: ECE, its bytes after the QPN, the EECN and the PSN (bytes 15, 19, 23: high to low).
+  uint32_t vendor_id = 0;
   uint8_t responder_resources = 0;
   uint8_t initiator_depth = 0;
   uint8_t target_ack_delay = 0;   // 5 bits
@@ -211,6 +216,7 @@ struct CmSidrRep {
   uint32_t qpn = 0;         // 24 bits
   uint64_t service_id = 0;
   uint32_t qkey = 0;
+  uint32_t vendor_id = 0;  // 24 bits: ECE, its upper 16 at byte 6, its low 8 at byte 11
   std::array<uint8_t, kSidrRepInfoBytes> info{};
   std::array<uint8_t, kSidrRepPrivateBytes> private_data{};
 

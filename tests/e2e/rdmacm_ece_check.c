@@ -1,6 +1,9 @@
 // ECE and multicast through the drop-in librdmacm (docs/cm.md), in one process on one device:
-// rdma_set_local_ece / rdma_get_remote_ece behave as rdma-core's librdmacm on a device without
-// ECE (the options are checked and kept, no peer reports any); rdma_join_multicast /
+// rdma_set_local_ece / rdma_get_remote_ece behave as rdma-core's librdmacm (the arguments
+// checked; an id with a QP refuses both); ECE on the wire: a connection from this device to itself
+// between two ids without QPs (as a program that manages its own QPs runs rdma-core's ECE
+// handshake) carries the active side's vendor ID and options in the REQ and the passive side's
+// answer in the REP, and rdma_reject_ece is REJECTED with status 35; rdma_join_multicast /
 // rdma_leave_multicast on a UD id: the join event, a datagram to the group that comes back to
 // the attached QP, the errors, the device's multicast limits.
 #include <arpa/inet.h>
@@ -11,6 +14,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#define ECE_PORT 7471
+
 #define CHECK(cond)                                                                     \
   do {                                                                                  \
     if (!(cond)) {                                                                      \
@@ -18,6 +23,91 @@
       exit(1);                                                                          \
     }                                                                                   \
   } while (0)
+
+static struct rdma_cm_event* next_event(struct rdma_event_channel* channel,
+                                        enum rdma_cm_event_type want) {
+  struct rdma_cm_event* event = NULL;
+  CHECK(rdma_get_cm_event(channel, &event) == 0);
+  if (event->event != want)
+    fprintf(stderr, "event %s (status %d), expected %s\n", rdma_event_str(event->event),
+            event->status, rdma_event_str(want));
+  CHECK(event->event == want);
+  return event;
+}
+
+// Connects an active id to the listener on this very device (ids without QPs: the QP numbers are
+// the program's) and returns the passive side's new id, its CONNECT_REQUEST acknowledged.
+static struct rdma_cm_id* connect_to_self(struct rdma_event_channel* channel,
+                                          struct rdma_cm_id* active,
+                                          struct sockaddr_in* listen_addr,
+                                          const struct ibv_ece* local) {
+  CHECK(rdma_resolve_addr(active, NULL, (struct sockaddr*)listen_addr, 2000) == 0);
+  rdma_ack_cm_event(next_event(channel, RDMA_CM_EVENT_ADDR_RESOLVED));
+  CHECK(rdma_resolve_route(active, 2000) == 0);
+  rdma_ack_cm_event(next_event(channel, RDMA_CM_EVENT_ROUTE_RESOLVED));
+  if (local) CHECK(rdma_set_local_ece(active, (struct ibv_ece*)local) == 0);
+  struct rdma_conn_param param = {.qp_num = 0x1234, .responder_resources = 1, .initiator_depth = 1};
+  CHECK(rdma_connect(active, &param) == 0);
+  struct rdma_cm_event* request = next_event(channel, RDMA_CM_EVENT_CONNECT_REQUEST);
+  struct rdma_cm_id* passive = request->id;
+  CHECK(request->param.conn.qp_num == 0x1234);
+  rdma_ack_cm_event(request);
+  return passive;
+}
+
+static void ece_on_the_wire(struct rdma_event_channel* channel, const char* address) {
+  struct rdma_cm_id *listener = NULL, *active = NULL;
+  CHECK(rdma_create_id(channel, &listener, NULL, RDMA_PS_TCP) == 0);
+  struct sockaddr_in addr = {.sin_family = AF_INET, .sin_port = htons(ECE_PORT)};
+  CHECK(inet_pton(AF_INET, address, &addr.sin_addr) == 1);
+  CHECK(rdma_bind_addr(listener, (struct sockaddr*)&addr) == 0);
+  CHECK(rdma_listen(listener, 4) == 0);
+
+  // The REQ carries the active side's ECE; the passive side answers with the vendor ID echoed and
+  // its own options (as rdma-core's rdma_accept), which the active side reads after the REP.
+  CHECK(rdma_create_id(channel, &active, NULL, RDMA_PS_TCP) == 0);
+  const struct ibv_ece mine = {.vendor_id = 0x15b3, .options = 0x10000007};
+  struct rdma_cm_id* passive = connect_to_self(channel, active, &addr, &mine);
+  struct ibv_ece seen;
+  memset(&seen, 0xff, sizeof seen);
+  CHECK(rdma_get_remote_ece(passive, &seen) == 0);
+  CHECK(seen.vendor_id == 0x15b3 && seen.options == 0x10000007 && seen.comp_mask == 0);
+  const struct ibv_ece answer = {.vendor_id = 0x15b3, .options = 0x5};
+  CHECK(rdma_set_local_ece(passive, (struct ibv_ece*)&answer) == 0);
+  struct rdma_conn_param accept_param = {
+      .qp_num = 0x5678, .responder_resources = 1, .initiator_depth = 1};
+  CHECK(rdma_accept(passive, &accept_param) == 0);
+  struct rdma_cm_event* response = next_event(channel, RDMA_CM_EVENT_CONNECT_RESPONSE);
+  CHECK(response->id == active && response->param.conn.qp_num == 0x5678);
+  rdma_ack_cm_event(response);
+  memset(&seen, 0xff, sizeof seen);
+  CHECK(rdma_get_remote_ece(active, &seen) == 0);
+  CHECK(seen.vendor_id == 0x15b3 && seen.options == 0x5 && seen.comp_mask == 0);
+  CHECK(rdma_establish(active) == 0);
+  struct rdma_cm_event* established = next_event(channel, RDMA_CM_EVENT_ESTABLISHED);
+  CHECK(established->id == passive);
+  rdma_ack_cm_event(established);
+  CHECK(rdma_disconnect(active) == 0);
+  for (int i = 0; i < 2; ++i) rdma_ack_cm_event(next_event(channel, RDMA_CM_EVENT_DISCONNECTED));
+  CHECK(rdma_destroy_id(active) == 0);
+  CHECK(rdma_destroy_id(passive) == 0);
+
+  // No ECE set: nothing on the wire, nothing reported.
+  CHECK(rdma_create_id(channel, &active, NULL, RDMA_PS_TCP) == 0);
+  passive = connect_to_self(channel, active, &addr, NULL);
+  memset(&seen, 0xff, sizeof seen);
+  CHECK(rdma_get_remote_ece(passive, &seen) == 0);
+  CHECK(seen.vendor_id == 0 && seen.options == 0 && seen.comp_mask == 0);
+
+  // The passive side refuses the options: REJ reason 35 (vendor option not supported).
+  CHECK(rdma_reject_ece(passive, NULL, 0) == 0);
+  struct rdma_cm_event* rejected = next_event(channel, RDMA_CM_EVENT_REJECTED);
+  CHECK(rejected->id == active && rejected->status == 35);
+  rdma_ack_cm_event(rejected);
+  CHECK(rdma_destroy_id(active) == 0);
+  CHECK(rdma_destroy_id(passive) == 0);
+  CHECK(rdma_destroy_id(listener) == 0);
+}
 
 int main(int argc, char** argv) {
   CHECK(argc == 2);  // the device's IPv4 address
@@ -42,7 +132,7 @@ int main(int argc, char** argv) {
   CHECK(rdma_set_local_ece(id, &ece) == 0);
   errno = 0;
   CHECK(rdma_set_local_ece(id, NULL) == -1 && errno == EINVAL);
-  // No peer reports ECE: vendor ID 0, no options.
+  // Nothing received yet: vendor ID 0, no options.
   struct ibv_ece remote;
   memset(&remote, 0xff, sizeof remote);
   CHECK(rdma_get_remote_ece(id, &remote) == 0);
@@ -143,6 +233,7 @@ int main(int argc, char** argv) {
 
   rdma_destroy_qp(id);
   CHECK(rdma_destroy_id(id) == 0);
+  ece_on_the_wire(channel, argv[1]);
   rdma_destroy_event_channel(channel);
   puts("PASS");
   return 0;

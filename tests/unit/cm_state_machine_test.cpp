@@ -279,6 +279,48 @@ TEST(CmStateMachine, RejectWithAnotherReasonSendsIt) {
   EXPECT_EQ(p.b.sent, (std::vector<std::string>{"REJ"}));
 }
 
+// ECE: the active side's vendor ID and options travel in the REQ, the passive side's answer in
+// the REP (rdma_cm echoes the vendor ID, its own options), each reported with the event; a REQ
+// copy resent after a loss carries them too; a vendor ID wider than 24 bits is refused.
+TEST(CmStateMachine, EceTravelsInReqAndRep) {
+  Pair p;
+  Channel ch(p.a, p.b);
+  ch.drop_if = [](const Node&, const std::string& name, int nth) {
+    return name == "REQ" && nth == 1;
+  };
+  ASSERT_TRUE(p.b.cm.listen(kService).ok());
+  p.b.on_event = [](Node& n, const CmEvent& e, Nanos now) {
+    if (e.type == E::kConnectRequest) {
+      AcceptParams a;
+      a.qpn = 0x222;
+      a.ece = {e.ece.vendor_id, 0x5};
+      EXPECT_EQ(n.cm.accept(e.conn, a, now), 0);
+    }
+  };
+  ConnectParams cp = to_b();
+  cp.ece = {0x0015b3, 0x10000007};
+  ConnectParams too_wide = cp;
+  too_wide.ece.vendor_id = 0x1000000;
+  EXPECT_EQ(p.a.cm.connect(too_wide, 0).error(), EINVAL);
+  ASSERT_TRUE(p.a.cm.connect(cp, 0).ok());
+  ch.run(kMs * 1000);
+  ASSERT_EQ(p.b.types(), (Events{E::kConnectRequest, E::kEstablished}));
+  EXPECT_EQ(p.b.events[0].ece, (Ece{0x0015b3, 0x10000007}));
+  ASSERT_EQ(p.a.types(), (Events{E::kConnectResponse, E::kEstablished}));
+  EXPECT_EQ(p.a.events[0].ece, (Ece{0x0015b3, 0x5}));
+  EXPECT_EQ(p.a.sent, (std::vector<std::string>{"REQ", "REQ", "RTU"}));
+
+  // Without ECE nothing is reported.
+  Pair q;
+  Channel ch2(q.a, q.b);
+  ASSERT_TRUE(q.b.cm.listen(kService).ok());
+  ASSERT_TRUE(q.a.cm.connect(to_b(), 0).ok());
+  ch2.run(10 * kMs);
+  ASSERT_EQ(q.b.types(), (Events{E::kConnectRequest, E::kEstablished}));
+  EXPECT_EQ(q.b.events[0].ece, Ece{});
+  EXPECT_EQ(q.a.events[0].ece, Ece{});
+}
+
 TEST(CmStateMachine, LostReqIsRetransmitted) {
   Pair p;
   Channel ch(p.a, p.b);

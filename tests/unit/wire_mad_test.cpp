@@ -193,6 +193,62 @@ TEST(WireMad, RejMraRepSidrBits) {
   EXPECT_EQ(std::get<CmSidrReq>(parse_cm_mad(b)->message), sreq);
 }
 
+// ECE (Enhanced Connection Establishment, IBA comment 9434) where Linux's CM puts it
+// (include/rdma/ibta_vol1_c12.h): the options in the MAD header's attribute modifier, the 24-bit
+// vendor ID in the REQ's bytes 5..7, split over the REP's bytes 15, 19 and 23 (after the QPN, the
+// EECN and the PSN), and in the SIDR_REP's bytes 6..7 (upper 16 bits) and 11 (low 8).
+TEST(WireMad, EceVendorIdAndOptions) {
+  CmMad req{{}, sample_req()};
+  std::get<CmReq>(req.message).vendor_id = 0x0015b3;  // Mellanox's vendor ID
+  req.header.attribute_id = cm_attr::kReq;  // as the parser reports it
+  req.header.attribute_modifier = 0x10000001;
+  auto b = build_cm_mad(req);
+  EXPECT_EQ(std::vector<uint8_t>(b.begin() + 20, b.begin() + 24),
+            (std::vector<uint8_t>{0x10, 0x00, 0x00, 0x01}));
+  // Bytes 4..7: the reserved byte 4, then the vendor ID; the comm ID before them is intact.
+  EXPECT_EQ(std::vector<uint8_t>(b.begin() + 24, b.begin() + 32),
+            (std::vector<uint8_t>{0x11, 0x22, 0x33, 0x44, 0x00, 0x00, 0x15, 0xb3}));
+  auto parsed = parse_cm_mad(b);
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(*parsed, req);
+  EXPECT_EQ(std::get<CmReq>(parsed->message).vendor_id, 0x0015b3u);
+  EXPECT_EQ(parsed->header.attribute_modifier, 0x10000001u);
+
+  CmRep rep;
+  rep.local_qpn = 0xabcdef;
+  rep.local_eecn = 0x123456;
+  rep.starting_psn = 0xfedcba;
+  rep.vendor_id = 0xa1b2c3;
+  CmMad rep_mad{{}, rep};
+  rep_mad.header.attribute_id = cm_attr::kRep;
+  rep_mad.header.attribute_modifier = 0x20000003;
+  b = build_cm_mad(rep_mad);
+  EXPECT_EQ(std::vector<uint8_t>(b.begin() + 20, b.begin() + 24),
+            (std::vector<uint8_t>{0x20, 0x00, 0x00, 0x03}));
+  EXPECT_EQ(std::vector<uint8_t>(b.begin() + 24 + 12, b.begin() + 24 + 24),
+            (std::vector<uint8_t>{0xab, 0xcd, 0xef, 0xa1, 0x12, 0x34, 0x56, 0xb2, 0xfe, 0xdc, 0xba,
+                                  0xc3}));
+  parsed = parse_cm_mad(b);
+  ASSERT_TRUE(parsed.ok());
+  EXPECT_EQ(*parsed, rep_mad);
+
+  CmSidrRep sidr;
+  sidr.status = sidr_status::kValid;
+  sidr.info_length = 0;
+  sidr.qpn = 0x00abcd;
+  sidr.vendor_id = 0x0015b3;
+  b = build_cm_mad({{}, sidr});
+  EXPECT_EQ(std::vector<uint8_t>(b.begin() + 24 + 4, b.begin() + 24 + 12),
+            (std::vector<uint8_t>{0x00, 0x00, 0x00, 0x15, 0x00, 0xab, 0xcd, 0xb3}));
+  EXPECT_EQ(std::get<CmSidrRep>(parse_cm_mad(b)->message), sidr);
+
+  // Without ECE every one of those bytes is zero, as a CM that predates it sends them.
+  CmReq plain = sample_req();
+  b = build_cm_mad({{}, plain});
+  EXPECT_EQ(std::vector<uint8_t>(b.begin() + 20, b.begin() + 24), (std::vector<uint8_t>(4, 0)));
+  EXPECT_EQ(std::vector<uint8_t>(b.begin() + 28, b.begin() + 32), (std::vector<uint8_t>(4, 0)));
+}
+
 // Every message rebuilt from its parse gives the same bytes, private data included.
 TEST(WireMad, EveryMessageRoundTrips) {
   std::vector<CmMessage> all = {sample_req(), CmMra{},  CmRej{},     CmRep{},    CmRtu{},

@@ -259,7 +259,8 @@ int ConnectionManager::stop_listening(ListenerId id) {
 }
 
 Result<ConnId> ConnectionManager::connect(const ConnectParams& p, Nanos now) {
-  if (p.private_data.size() > kReqPrivateBytes || p.qpn == 0 || p.qpn > 0xffffff)
+  if (p.private_data.size() > kReqPrivateBytes || p.qpn == 0 || p.qpn > 0xffffff ||
+      p.ece.vendor_id > 0xffffff)
     return Err(EINVAL);
   Conn* c = new_conn(now);
   if (!c) return Err(ENOSPC);
@@ -291,9 +292,11 @@ Result<ConnId> ConnectionManager::connect(const ConnectParams& p, Nanos now) {
   req.max_cm_retries = config_.max_cm_retries;
   req.srq = p.srq;
   req.primary = p.primary;
+  req.vendor_id = p.ece.vendor_id;
   copy_private(req.private_data, p.private_data);
   CmMad mad{{}, req};
   mad.header.transaction_id = c->transaction_id;
+  mad.header.attribute_modifier = p.ece.options;
   send_with_retry(*c, mad, now);
   return c->id;
 }
@@ -302,7 +305,7 @@ int ConnectionManager::accept(ConnId id, const AcceptParams& p, Nanos now) {
   Conn* c = find(id);
   if (!c) return ENOENT;
   if (c->state != ConnState::kReqRcvd || p.private_data.size() > kRepPrivateBytes || p.qpn == 0 ||
-      p.qpn > 0xffffff)
+      p.qpn > 0xffffff || p.ece.vendor_id > 0xffffff)
     return EINVAL;
   c->local_qpn = p.qpn;
   CmRep rep;
@@ -315,9 +318,11 @@ int ConnectionManager::accept(ConnId id, const AcceptParams& p, Nanos now) {
   rep.rnr_retry_count = p.rnr_retry_count;
   rep.srq = p.srq;
   rep.local_ca_guid = config_.local_ca_guid;
+  rep.vendor_id = p.ece.vendor_id;
   copy_private(rep.private_data, p.private_data);
   CmMad mad{{}, rep};
   mad.header.transaction_id = c->transaction_id;
+  mad.header.attribute_modifier = p.ece.options;
   c->state = ConnState::kRepSent;
   send_with_retry(*c, mad, now);
   return 0;
@@ -616,6 +621,7 @@ void ConnectionManager::on_req(const Gid& peer, const MadHeader& h, const CmReq&
                           (m.max_cm_retries + 1u);
   CmEvent e = event_for(*c, CmEventType::kConnectRequest);
   e.req = m;
+  e.ece = {m.vendor_id, h.attribute_modifier};
   e.private_data = to_vector(m.private_data);
   emit(*c, std::move(e));
 }
@@ -681,6 +687,7 @@ void ConnectionManager::on_rep(const Gid& peer, const MadHeader& h, const CmRep&
     c->deadline = now + c->response_timeout * (c->max_retries + 1u);
     CmEvent e = event_for(*c, CmEventType::kConnectResponse);
     e.rep = m;
+    e.ece = {m.vendor_id, h.attribute_modifier};
     e.private_data = to_vector(m.private_data);
     emit(*c, std::move(e));
     return;

@@ -60,6 +60,16 @@ enum class CmEventType : uint8_t {
 };
 const char* to_string(CmEventType t);
 
+// Enhanced Connection Establishment (docs/cm.md, "ECE"): a 24-bit vendor ID in the REQ or REP and
+// 32 bits of options in its MAD header's attribute modifier, carried as Linux's CM carries them;
+// what they mean is the two sides' affair (their QPs' providers).
+struct Ece {
+  uint32_t vendor_id = 0;  // 24 bits; 0: none
+  uint32_t options = 0;
+
+  bool operator==(const Ece&) const = default;
+};
+
 struct CmEvent {
   CmEventType type = CmEventType::kEstablished;
   ConnId conn = 0;
@@ -68,6 +78,7 @@ struct CmEvent {
   int status = 0;
   std::optional<wire::CmReq> req;  // kConnectRequest
   std::optional<wire::CmRep> rep;  // kConnectResponse
+  Ece ece;                         // kConnectRequest, kConnectResponse: what the REQ/REP carried
   uint32_t qpn = 0;                // kSidrResolved: the remote UD QP and its Q_Key
   uint32_t qkey = 0;
   std::vector<uint8_t> private_data;  // the message's whole private-data area
@@ -93,6 +104,7 @@ struct ConnectParams {
   uint8_t path_mtu = 3;  // IBA enum: 1024
   bool srq = false;
   wire::CmPath primary;
+  Ece ece;
   std::span<const uint8_t> private_data;  // at most wire::kReqPrivateBytes
 };
 
@@ -103,6 +115,7 @@ struct AcceptParams {
   uint8_t initiator_depth = 0;
   uint8_t rnr_retry_count = 7;
   bool srq = false;
+  Ece ece;  // rdma_cm: the REQ's vendor ID echoed, this side's options
   std::span<const uint8_t> private_data;  // at most wire::kRepPrivateBytes
 };
 

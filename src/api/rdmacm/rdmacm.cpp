@@ -84,6 +84,7 @@ struct Pending {
   int status = 0;
   std::vector<uint8_t> private_data;
   std::optional<wire::CmRep> rep;
+  cm::Ece ece;      // kInternalConnectResponse: the REP's
   bool ud = false;  // an RDMA_PS_UDP id's ESTABLISHED: the SIDR_REP's QP and Q_Key
   uint32_t ud_qpn = 0, ud_qkey = 0;
   uint64_t join = 0;  // MULTICAST_JOIN: the Id::Join's serial (0: not a multicast event)
@@ -145,9 +146,11 @@ struct Id {
   // Events handed to the program and not acked yet: rdma_destroy_id waits for them, as
   // rdma-core's does, so a thread still handling one never sees the id freed under it.
   uint32_t events_out = 0;  // guarded by g_mu
-  // rdma_set_local_ece's options. uroce's CM does not carry ECE (its devices have none, as rxe):
-  // they are kept for the program and no peer ever reports any (rdma_get_remote_ece).
+  // ECE (docs/cm.md, "ECE"): what rdma_connect/rdma_accept send (rdma_set_local_ece, or the QP's
+  // provider's once rdma_create_qp made one: none from uroce's) and what the peer's REQ or REP
+  // carried (rdma_get_remote_ece).
   ibv_ece local_ece{};
+  ibv_ece remote_ece{};
   // Multicast groups joined (rdma_join_multicast), at most kMaxJoinsPerId; guarded by g_mu.
   struct Join {
     sockaddr_storage addr{};
@@ -324,6 +327,7 @@ void on_cm_event(int dev, cm::CmEvent&& e) {
     child->conn = e.conn;
     child->sidr = sidr_request;
     if (e.req) child->req = *e.req;
+    child->remote_ece = {e.ece.vendor_id, e.ece.options, 0};
     child->ep_qp_attr = listen->ep_qp_attr;
     child->ep_pd = listen->ep_pd;
     child->tos = listen->tos;
@@ -359,6 +363,7 @@ void on_cm_event(int dev, cm::CmEvent&& e) {
     case cm::CmEventType::kConnectResponse:
       p.type = kInternalConnectResponse;
       p.rep = e.rep;
+      p.ece = e.ece;
       p.private_data = std::move(e.private_data);
       break;
     case cm::CmEventType::kEstablished:
@@ -894,6 +899,22 @@ ibv_xrcd* device_xrcd(int dev) {
   return d.xrcd;
 }
 
+// As rdma-core's librdmacm (init_ece): a QP made on the id brings its provider's ECE, which
+// replaces rdma_set_local_ece's; one made for a REQ that carried ECE is told the peer's options
+// (or, from another vendor, none). uroce's provider has no ECE (ibv_query_ece: EOPNOTSUPP, as
+// rxe), so an id with a QP sends none.
+int take_qp_ece(Id* id, ibv_qp* qp) {
+  ibv_ece ece{};
+  if (int err = ibv_query_ece(qp, &ece); err && err != EOPNOTSUPP) return err;
+  id->local_ece = {ece.vendor_id, ece.options, 0};
+  if (id->remote_ece.vendor_id == 0) return 0;
+  ibv_ece want = id->remote_ece.vendor_id == id->local_ece.vendor_id
+                     ? id->remote_ece
+                     : ibv_ece{id->local_ece.vendor_id, 0, 0};
+  if (int err = ibv_set_ece(qp, &want); err && err != EOPNOTSUPP) return err;
+  return 0;
+}
+
 }  // namespace
 
 UROCE_RDMACM_EXPORT int rdma_create_qp_ex(rdma_cm_id* cm_id, ibv_qp_init_attr_ex* attr) {
@@ -926,6 +947,7 @@ UROCE_RDMACM_EXPORT int rdma_create_qp_ex(rdma_cm_id* cm_id, ibv_qp_init_attr_ex
     err = modify_qp(id, IBV_QPS_RTR);
     if (!err) err = modify_qp(id, IBV_QPS_RTS);
   }
+  if (!err) err = take_qp_ece(id, qp);
   if (err) {
     ibv_destroy_qp(qp);
     id->pub.qp = nullptr;
@@ -1121,6 +1143,7 @@ UROCE_RDMACM_EXPORT int rdma_connect(rdma_cm_id* cm_id, rdma_conn_param* param) 
     p.primary.hop_limit = 64;
     p.primary.traffic_class = id->tos;
     p.primary.local_ack_timeout = id->ack_timeout;
+    p.ece = {id->local_ece.vendor_id, id->local_ece.options};
     p.private_data = std::span<const uint8_t>(pdata.data(), len);
     auto conn = g_devices[id->device].cm->connect(p);
     if (!conn.ok()) return fail(conn.error());
@@ -1175,6 +1198,8 @@ UROCE_RDMACM_EXPORT int rdma_accept(rdma_cm_id* cm_id, rdma_conn_param* param) {
   a.initiator_depth = id->initiator_depth;
   a.rnr_retry_count = id->rnr_retry_count;
   a.srq = id->pub.srq != nullptr;
+  // As rdma-core: the REQ's vendor ID back, with this side's options.
+  a.ece = {id->remote_ece.vendor_id, id->local_ece.options};
   if (param && param->private_data_len)
     a.private_data = {static_cast<const uint8_t*>(param->private_data), param->private_data_len};
   {
@@ -1284,9 +1309,14 @@ UROCE_RDMACM_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_e
         id->initiator_depth = std::min(id->initiator_depth, id->rep->responder_resources);
       }
       if (id->pub.qp == nullptr) {
+        id->remote_ece = {p.ece.vendor_id, p.ece.options, 0};
         p.type = RDMA_CM_EVENT_CONNECT_RESPONSE;
       } else {
-        int err = modify_qp(id, IBV_QPS_RTR);
+        // As rdma-core (ucma_process_conn_resp_ece): a REP may echo our vendor ID or carry none;
+        // another vendor's is a broken handshake and fails the connection.
+        int err = p.ece.vendor_id != 0 && p.ece.vendor_id != id->local_ece.vendor_id ? EINVAL : 0;
+        id->remote_ece.vendor_id = p.ece.vendor_id;
+        if (!err) err = modify_qp(id, IBV_QPS_RTR);
         if (!err) err = modify_qp(id, IBV_QPS_RTS);
         std::lock_guard lock(g_mu);
         if (!id->conn) {
@@ -1489,8 +1519,8 @@ UROCE_RDMACM_EXPORT int rdma_get_request(rdma_cm_id* listen, rdma_cm_id** out) {
 }
 
 // ECE as rdma-core's librdmacm: local options only on an id without a QP (whose provider's
-// would be used instead), a vendor ID and no comp_mask; the remote ones are what the peer's CM
-// message carried, which from uroce is always none (vendor ID 0), as from a device without ECE.
+// would be used instead), a vendor ID and no comp_mask; the remote ones are what the peer's REQ
+// (on a CONNECT_REQUEST's id) or REP (after CONNECT_RESPONSE) carried.
 UROCE_RDMACM_EXPORT int rdma_set_local_ece(rdma_cm_id* cm_id, ibv_ece* ece) {
   if (cm_id == nullptr || cm_id->qp != nullptr || ece == nullptr || ece->vendor_id == 0 ||
       ece->comp_mask != 0)
@@ -1501,7 +1531,8 @@ UROCE_RDMACM_EXPORT int rdma_set_local_ece(rdma_cm_id* cm_id, ibv_ece* ece) {
 
 UROCE_RDMACM_EXPORT int rdma_get_remote_ece(rdma_cm_id* cm_id, ibv_ece* ece) {
   if (cm_id == nullptr || cm_id->qp != nullptr || ece == nullptr) return fail(EINVAL);
-  *ece = ibv_ece{};
+  *ece = from(cm_id)->remote_ece;
+  ece->comp_mask = 0;
   return 0;
 }
 
