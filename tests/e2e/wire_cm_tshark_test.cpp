@@ -2,7 +2,9 @@
 // Q_Key, and has Wireshark's InfiniBand dissector (tshark) read them back: the MAD header and the
 // CM fields it knows must come back as written, rdma_cm's IP header in the REQ's private data
 // included, with no malformed-packet or expert flags. Wireshark 4.0 names no MRA or SIDR fields,
-// so those two are checked for a clean MAD header only.
+// so those two are checked for a clean MAD header only. The REQ, REP and SIDR_REP carry ECE (a
+// vendor ID in bytes 4.0 counts as reserved, options in the attribute modifier): the fields
+// around them must still decode as written.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -31,6 +33,7 @@ const char* const kFields[] = {
     "infiniband.mad.method",
     "infiniband.mad.transactionid",
     "infiniband.mad.attributeid",
+    "infiniband.mad.attributemodifier",
     "infiniband.cm.req",
     "infiniband.cm.req.serviceid",
     "infiniband.cm.req.localqpn",
@@ -70,6 +73,7 @@ enum Col {
   kMethod,
   kTid,
   kAttr,
+  kAttrMod,
   kReqComm,
   kReqService,
   kReqQpn,
@@ -158,7 +162,18 @@ std::vector<CmMessage> messages() {
   sidr_rep.qpn = 0x789;
   sidr_rep.qkey = 0x01234567;
   sidr_rep.service_id = sidr_req.service_id;
+  req.vendor_id = 0x0015b3;
+  rep.vendor_id = 0x0015b3;
+  sidr_rep.vendor_id = 0x0015b3;
   return {req, rep, rtu, rej, dreq, drep, mra, sidr_req, sidr_rep};
+}
+
+// ECE options in the attribute modifier of the messages that carry them (docs/cm.md, "ECE").
+uint32_t ece_options(const CmMessage& m) {
+  if (std::holds_alternative<CmReq>(m)) return 0x10000007;
+  if (std::holds_alternative<CmRep>(m)) return 0x10000005;
+  if (std::holds_alternative<CmSidrRep>(m)) return 0x10000003;
+  return 0;
 }
 
 TEST(WireCmTshark, DecodesCmMadsAsWritten) {
@@ -174,6 +189,7 @@ TEST(WireCmTshark, DecodesCmMadsAsWritten) {
   for (size_t i = 0; i < sent.size(); ++i) {
     CmMad mad{{}, sent[i]};
     mad.header.transaction_id = 0x0000000100000000ull + i;
+    mad.header.attribute_modifier = ece_options(sent[i]);
     const auto bytes = build_cm_mad(mad);
     TransportHeaders h;
     h.bth.opcode = op::kUdSendOnly;
@@ -226,6 +242,7 @@ TEST(WireCmTshark, DecodesCmMadsAsWritten) {
     EXPECT_EQ(num(r[kMethod]), kMadMethodSend);
     EXPECT_EQ(num(r[kTid]), 0x0000000100000000ull + i);
     EXPECT_EQ(num(r[kAttr]), cm_attribute_id(sent[i]));
+    EXPECT_EQ(num(r[kAttrMod]), ece_options(sent[i]));
   }
   const auto& req = std::get<CmReq>(sent[0]);
   const auto& r0 = rows[0];
