@@ -200,7 +200,7 @@ TEST(WireMad, RejMraRepSidrBits) {
 TEST(WireMad, EceVendorIdAndOptions) {
   CmMad req{{}, sample_req()};
   std::get<CmReq>(req.message).vendor_id = 0x0015b3;  // Mellanox's vendor ID
-  req.header.attribute_id = cm_attr::kReq;  // as the parser reports it
+  req.header.attribute_id = cm_attr::kReq;            // as the parser reports it
   req.header.attribute_modifier = 0x10000001;
   auto b = build_cm_mad(req);
   EXPECT_EQ(std::vector<uint8_t>(b.begin() + 20, b.begin() + 24),
