@@ -84,7 +84,8 @@ kill -TERM "$SERVER_PID" 2>/dev/null  # udpong's server serves forever
 wait "$SERVER_PID" 2>/dev/null
 [[ $CLIENT_RC == 0 ]] || { show udpong; abi_fail "udpong: client $CLIENT_RC"; }
 # The client sends 100 datagrams without waiting, then asks the server how many it received: all
-# 100 (a receive queue of udpong's SO_RCVBUF, 256 slots, holds the burst), 97k of 1000 bytes.
+# 100 (a receive queue sized from udpong's SO_RCVBUF, 384 slots, holds the burst), 97k of 1000
+# bytes.
 [[ $(awk '$1 == "custom" { print $1, $2, $3, $4 }' "$ABI_TMP/udpong.client") == "custom 1000 100 97k" ]] ||
   { show udpong; abi_fail "udpong: client result line"; }
 grep -qx "client login from $C" "$ABI_TMP/udpong.server" || { show udpong; abi_fail "udpong: server login line"; }

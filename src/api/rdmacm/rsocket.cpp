@@ -57,10 +57,11 @@ constexpr uint32_t kMaxIomaps = 8;
 constexpr size_t kMaxSockets = 4096;
 constexpr size_t kMaxBacklog = 128;
 constexpr size_t kMaxDestinations = 64;
-// Datagram receive slots as rdma-core's rsockets size them: one per 2 KiB of SO_RCVBUF (128 KiB
-// unless set: 64 slots), at most RDMA_RQSIZE, within [kMinDgramSlots, kMaxDgramSlots]. A program
-// that asks for a deep buffer gets it: udpong asks for 512 KiB (256 slots), and a burst of 100 of
-// its datagrams overran 64 slots whenever the receiver was not scheduled in time (docs/cm.md).
+// Datagram receive slots as rdma-core's rsockets size them: one per 2 KiB of receive buffer (128
+// KiB unless set: 64 slots; SO_RCVBUF doubled, as Linux and rdma-core take it), at most
+// RDMA_RQSIZE, within [kMinDgramSlots, kMaxDgramSlots]. A program that asks for a deep buffer gets
+// it: udpong asks for 512 KiB (384 slots), and a burst of 100 of its datagrams overran 64 slots
+// whenever the receiver was not scheduled in time (docs/cm.md, "udpong").
 constexpr uint32_t kDgramBufferPerSlot = 2048;
 constexpr uint32_t kDefaultDgramBuffer = 128 * 1024;
 constexpr uint32_t kMinDgramSlots = 16;
@@ -226,10 +227,10 @@ uint32_t window_of(const RSocket& s) {
 }
 
 uint32_t dgram_recv_slots(const RSocket& s) {
-  const uint32_t buffer = s.rcvbuf > 0 ? uint32_t(s.rcvbuf) : kDefaultDgramBuffer;
-  uint32_t slots = buffer / kDgramBufferPerSlot;
-  if (s.rq_size) slots = std::min(slots, s.rq_size);
-  return std::clamp(slots, kMinDgramSlots, kMaxDgramSlots);
+  const uint64_t buffer = s.rcvbuf > 0 ? uint64_t(s.rcvbuf) * 2 : kDefaultDgramBuffer;
+  uint64_t slots = buffer / kDgramBufferPerSlot;
+  if (s.rq_size) slots = std::min<uint64_t>(slots, s.rq_size);
+  return uint32_t(std::clamp<uint64_t>(slots, kMinDgramSlots, kMaxDgramSlots));
 }
 
 uint32_t iomaps_of(const RSocket& s) {
