@@ -16,7 +16,6 @@ namespace uroce::verbs {
 
 namespace {
 
-// [addr, addr+length) inside the entry's [iova, iova+length), without overflow.
 // Versions are unique across every table of the process, so a thread's snapshot of a destroyed
 // table can never match a new one at the same address.
 uint64_t fresh_key_table_version() {
@@ -24,6 +23,7 @@ uint64_t fresh_key_table_version() {
   return next.fetch_add(1, std::memory_order_relaxed) + 1;
 }
 
+// [addr, addr+length) inside the entry's [iova, iova+length), without overflow.
 bool covers(const KeyTable::Entry& e, uint64_t addr, uint64_t length) {
   return addr >= e.iova && addr - e.iova <= e.length && length <= e.length - (addr - e.iova);
 }
