@@ -309,7 +309,12 @@ bool Requester::start(SendWqe& w) {
     fail(w, WcStatus::kLocLenErr);
     return false;
   }
-  if (!check_local_keys(w)) {
+  // A one-packet message with one SGE has that SGE checked by its packet's gather, in the same
+  // build() and with the same range and rights: checking it here too would cost a second key
+  // lookup per small message. A failed gather fails the WQE with the same status.
+  const bool checked_by_gather =
+      !w.is_rd_atomic() && w.num_sge == 1 && w.length > 0 && w.length <= mtu;
+  if (!checked_by_gather && !check_local_keys(w)) {
     fail(w, WcStatus::kLocProtErr);
     return false;
   }

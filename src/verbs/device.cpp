@@ -309,11 +309,14 @@ void Device::detach_all_mcast(QueuePair* qp) {
 }
 
 void Device::mark_ready(QueuePair& qp) {
+  if (qp.known_ready_) return;
   std::lock_guard sched(sched_mu_);
   if (ready_.insert(qp.slot_)) qp.timer_seq_ = ++timer_seq_;
+  qp.known_ready_ = true;
 }
 
 void Device::set_idle(QueuePair& qp, Nanos deadline) {
+  qp.known_ready_ = false;
   std::lock_guard sched(sched_mu_);
   ready_.erase(qp.slot_);
   qp.timer_seq_ = ++timer_seq_;

@@ -16,6 +16,13 @@ namespace uroce::verbs {
 
 namespace {
 
+// Versions are unique across every table of the process, so a thread's snapshot of a destroyed
+// table can never match a new one at the same address.
+uint64_t fresh_key_table_version() {
+  static std::atomic<uint64_t> next{0};
+  return next.fetch_add(1, std::memory_order_relaxed) + 1;
+}
+
 // [addr, addr+length) inside the entry's [iova, iova+length), without overflow.
 bool covers(const KeyTable::Entry& e, uint64_t addr, uint64_t length) {
   return addr >= e.iova && addr - e.iova <= e.length && length <= e.length - (addr - e.iova);
@@ -83,7 +90,17 @@ bool on_demand_supported() {
 
 KeyTable::KeyTable(uint32_t capacity, uint32_t salt)
     // Slot 0 is never handed out (key 0 is never valid), and keys have 24 bits of index.
-    : slots_(std::min<uint32_t>(capacity, (1u << 24) - 2) + 1), salt_(salt) {}
+    : version_(fresh_key_table_version()),
+      slots_(std::min<uint32_t>(capacity, (1u << 24) - 2) + 1),
+      salt_(salt) {}
+
+thread_local KeyTable::Snapshot KeyTable::snapshot_;
+
+struct KeyTable::NewVersion {
+  explicit NewVersion(KeyTable& t) : table(t) {}
+  ~NewVersion() { table.version_.store(fresh_key_table_version(), std::memory_order_release); }
+  KeyTable& table;
+};
 
 // Keys of one slot differ by generation; the lkey and rkey of one MR differ in the low bit. The
 // salt makes keys differ between devices and from plain sequence numbers.
@@ -112,6 +129,7 @@ Result<uint32_t> KeyTable::take_slot() {
 
 Result<std::pair<uint32_t, uint32_t>> KeyTable::add(const Entry& e) {
   std::lock_guard lock(mu_);
+  NewVersion changed(*this);
   auto i = take_slot();
   if (!i) return Err(i.error());
   Slot& s = slots_[*i];
@@ -121,6 +139,7 @@ Result<std::pair<uint32_t, uint32_t>> KeyTable::add(const Entry& e) {
 
 Result<uint32_t> KeyTable::add_window(const void* pd, MwType type) {
   std::lock_guard lock(mu_);
+  NewVersion changed(*this);
   auto i = take_slot();
   if (!i) return Err(i.error());
   Slot& s = slots_[*i];
@@ -141,6 +160,7 @@ void KeyTable::unbind(Slot& window) {
 
 void KeyTable::remove(uint32_t key) {
   std::lock_guard lock(mu_);
+  NewVersion changed(*this);
   const uint32_t i = key >> 8;
   UROCE_CHECK(i > 0 && i < slots_.size() && slots_[i].live);
   Slot& s = slots_[i];
@@ -158,6 +178,7 @@ void KeyTable::remove(uint32_t key) {
 
 int KeyTable::update(uint32_t lkey, const Entry& e) {
   std::lock_guard lock(mu_);
+  NewVersion changed(*this);
   const uint32_t i = lkey >> 8;
   UROCE_CHECK(i > 0 && i < slots_.size() && slots_[i].live && slots_[i].kind == Kind::kMr);
   Slot& s = slots_[i];
@@ -174,6 +195,7 @@ uint32_t KeyTable::windows_bound(uint32_t lkey) const {
 
 WcStatus KeyTable::bind(const void* pd, const MwBindInfo& b, uint32_t qpn) {
   std::lock_guard lock(mu_);
+  NewVersion changed(*this);
   const uint32_t i = b.mw_rkey >> 8, m = b.mr_lkey >> 8;
   if (i == 0 || i >= slots_.size()) return WcStatus::kMwBindErr;
   Slot& w = slots_[i];
@@ -209,6 +231,7 @@ WcStatus KeyTable::bind(const void* pd, const MwBindInfo& b, uint32_t qpn) {
 
 bool KeyTable::invalidate(const void* pd, uint32_t rkey, uint32_t qpn, bool remote) {
   std::lock_guard lock(mu_);
+  NewVersion changed(*this);
   const uint32_t i = rkey >> 8;
   if (i == 0 || i >= slots_.size()) return false;
   Slot& w = slots_[i];
@@ -226,13 +249,10 @@ uint32_t KeyTable::in_use() const {
   return live_;
 }
 
-// Every rule of IBA 10.6.3 (C10-17 .. C10-23) in one place, under one lock.
-Result<uint8_t*, KeyError> KeyTable::check(bool remote, uint32_t key, const void* pd, uint64_t addr,
-                                           uint32_t length, uint32_t access, uint32_t qpn) const {
-  std::unique_lock lock(mu_);
-  uint32_t i = key >> 8;
-  if (i == 0 || i >= slots_.size()) return Err(KeyError::kNoSuchKey);
-  const Slot& s = slots_[i];
+// Every rule of IBA 10.6.3 (C10-17 .. C10-23) in one place, on one slot.
+Result<uint8_t*, KeyError> KeyTable::check_slot(const Slot& s, bool remote, uint32_t key,
+                                                const void* pd, uint64_t addr, uint32_t length,
+                                                uint32_t access, uint32_t qpn) const {
   if (!s.live) return Err(KeyError::kNoSuchKey);
   if (s.kind == Kind::kMr) {
     // A key whose tag does not match is a dead key of an earlier registration of this slot, or
@@ -247,11 +267,28 @@ Result<uint8_t*, KeyError> KeyTable::check(bool remote, uint32_t key, const void
   if (!covers(s.e, addr, length)) return Err(KeyError::kOutOfBounds);
   // Access rights: every requested right must be granted; local read always is (IBA 10.6.3).
   if ((s.e.access & access) != access) return Err(KeyError::kAccessDenied);
-  uint8_t* host = host_at(s.e, addr);
-  if (!s.e.on_demand) return host;
+  return host_at(s.e, addr);
+}
+
+Result<uint8_t*, KeyError> KeyTable::check(bool remote, uint32_t key, const void* pd, uint64_t addr,
+                                           uint32_t length, uint32_t access, uint32_t qpn) const {
+  const uint32_t i = key >> 8;
+  Snapshot& snap = snapshot_;
+  if (snap.table == this && snap.index == i && !snap.slot.e.on_demand &&
+      snap.version == version_.load(std::memory_order_acquire))
+    return check_slot(snap.slot, remote, key, pd, addr, length, access, qpn);
+  std::unique_lock lock(mu_);
+  if (i == 0 || i >= slots_.size()) return Err(KeyError::kNoSuchKey);
+  const Slot& s = slots_[i];
+  snap.table = this;
+  snap.version = version_.load(std::memory_order_relaxed);  // changes only under mu_
+  snap.index = i;
+  snap.slot = s;
+  auto host = check_slot(s, remote, key, pd, addr, length, access, qpn);
+  if (!host || !s.e.on_demand) return host;
   // The pages are the process's business, not the table's: probe them outside the lock.
   lock.unlock();
-  if (!fault_in(host, length, (access & kWriteRights) != 0)) return Err(KeyError::kAccessDenied);
+  if (!fault_in(*host, length, (access & kWriteRights) != 0)) return Err(KeyError::kAccessDenied);
   return host;
 }
 

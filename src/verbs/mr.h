@@ -103,10 +103,27 @@ class KeyTable {
     uint32_t bound_mr = 0;     // window: the MR's slot
     uint32_t windows = 0;      // MR: windows bound to it
   };
+  // A thread's copy of the slot it checked last, valid while the table's version is the one it
+  // was copied at: every change to the table takes a new version under mu_ (a number no table
+  // has had), so a check that finds its copy current reads nothing shared but the version and
+  // takes no lock. Deregistration still waits for passes in flight (the quiesce barrier above).
+  struct Snapshot {
+    const KeyTable* table = nullptr;
+    uint64_t version = 0;
+    uint32_t index = 0;
+    Slot slot;
+  };
+  static thread_local Snapshot snapshot_;
+  struct NewVersion;  // takes a new version when a changing call leaves its critical section
   uint8_t tag(uint8_t generation, bool remote) const;
+  // The checks of check() on one slot, except the on-demand page probe.
+  Result<uint8_t*, KeyError> check_slot(const Slot& s, bool remote, uint32_t key, const void* pd,
+                                        uint64_t addr, uint32_t length, uint32_t access,
+                                        uint32_t qpn) const;
   Result<uint32_t> take_slot();  // a free slot's index, made live with a new generation
   void unbind(Slot& window);
   mutable std::mutex mu_;
+  std::atomic<uint64_t> version_;
   std::vector<Slot> slots_;
   uint32_t next_ = 1;
   uint32_t live_ = 0;

@@ -120,6 +120,12 @@ class QueuePair {
   // number of its current timer entry (guarded by the device's sched_mu_).
   uint32_t slot_ = 0;
   uint64_t timer_seq_ = 0;
+  // True from a mark_ready that found this QP in the ready set or put it there until the next
+  // set_idle (guarded by mu_: both are called under it, and only set_idle takes a QP out while
+  // it exists), so a mark_ready per received packet or post skips the device's lock once the QP
+  // is ready. False may be stale (a timer can make it ready without this lock): that only costs
+  // the lock.
+  bool known_ready_ = false;
   // Completion statuses seen, for the counters the transport does not keep.
   // Packets dropped by on_path(), before the transport saw them.
   std::atomic<uint64_t> rx_path_drops_{0};
