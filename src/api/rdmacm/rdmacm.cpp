@@ -133,6 +133,9 @@ struct Id {
   std::vector<std::pair<int, cm::ListenerId>> listeners;  // (device, listener)
   std::optional<wire::CmReq> req;                         // passive: the REQ being answered
   std::optional<wire::CmRep> rep;                         // active: the REP answered
+  // Our starting PSN, chosen when the id is made (as the kernel's seq_num), so that
+  // rdma_init_qp_attr gives a QP moved to RTS before rdma_accept or rdma_connect (an external QP,
+  // pyverbs' test_rdmacm_async_traffic_external_qp) the PSN the REP or REQ will carry.
   uint32_t psn = 0;
   uint8_t responder_resources = 1, initiator_depth = 1, retry_count = 7, rnr_retry_count = 7;
   uint8_t tos = 0;
@@ -306,6 +309,7 @@ void on_cm_event(int dev, cm::CmEvent&& e) {
     Id* listen = it->second;
     auto cma = wire::parse_cma_header(e.private_data);
     auto* child = new Id;
+    child->psn = g_random() & 0xffffff;  // g_mu is held
     child->pub.verbs = g_devices[dev].ctx;
     child->pub.pd = g_devices[dev].pd;
     child->pub.context = listen->pub.context;
@@ -696,6 +700,7 @@ UROCE_RDMACM_EXPORT int rdma_create_id(rdma_event_channel* channel, rdma_cm_id**
     return fail(EPROTONOSUPPORT);  // RDMA_PS_IPOIB: an IB-only port space
   if (int err = init_devices()) return fail(err);
   auto* id = new Id;
+  id->psn = random_psn();
   id->pub.context = context;
   id->pub.ps = ps;
   id->pub.qp_type = ps == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
@@ -1074,13 +1079,12 @@ UROCE_RDMACM_EXPORT int rdma_connect(rdma_cm_id* cm_id, rdma_conn_param* param) 
   Id* id = from(cm_id);
   if (id->pub.ps == RDMA_PS_UDP) return connect_ud(id, param);
   if (param && param->private_data_len > kReqUserPrivate) return fail(EINVAL);
-  const uint32_t psn = random_psn();
   {
     std::lock_guard lock(g_mu);
     if (id->state != IdState::kRouteResolved) return fail(EINVAL);
     const sockaddr* src = &id->pub.route.addr.src_addr;
     const sockaddr* dst = &id->pub.route.addr.dst_addr;
-    id->psn = psn;
+    const uint32_t psn = id->psn;
     if (param) {
       if (int err = resolve_depths(id, *param, &id->responder_resources, &id->initiator_depth))
         return fail(err);
@@ -1154,7 +1158,6 @@ UROCE_RDMACM_EXPORT int rdma_accept(rdma_cm_id* cm_id, rdma_conn_param* param) {
   }
   if (param && param->private_data_len > wire::kRepPrivateBytes) return fail(EINVAL);
   if (!id->req || !id->conn || id->state != IdState::kRequest) return fail(EINVAL);
-  id->psn = random_psn();
   if (param) {
     uint8_t responder = 0, initiator = 0;
     if (int err = resolve_depths(id, *param, &responder, &initiator)) return fail(err);
