@@ -1194,15 +1194,22 @@ UROCE_RDMACM_EXPORT int rdma_reject(rdma_cm_id* cm_id, const void* private_data,
                                     uint8_t private_data_len) {
   if (cm_id == nullptr || private_data_len > wire::kRejPrivateBytes) return fail(EINVAL);
   Id* id = from(cm_id);
-  std::lock_guard lock(g_mu);
-  if (!id->conn || id->device < 0) return fail(EINVAL);
-  std::span<const uint8_t> pd;
-  if (private_data_len) pd = {static_cast<const uint8_t*>(private_data), private_data_len};
-  cm::CmService* cm = g_devices[id->device].cm;
-  if (int err = id->sidr ? cm->sidr_reject(*id->conn, pd) : cm->reject(*id->conn, pd))
-    return fail(err);
-  forget_conn(id);
-  id->state = IdState::kDisconnected;
+  cm::CmService* cm = nullptr;
+  {
+    std::lock_guard lock(g_mu);
+    if (!id->conn || id->device < 0) return fail(EINVAL);
+    std::span<const uint8_t> pd;
+    if (private_data_len) pd = {static_cast<const uint8_t*>(private_data), private_data_len};
+    cm = g_devices[id->device].cm;
+    if (int err = id->sidr ? cm->sidr_reject(*id->conn, pd) : cm->reject(*id->conn, pd))
+      return fail(err);
+    forget_conn(id);
+    id->state = IdState::kDisconnected;
+  }
+  // The REJ leaves before the call returns: a process that exits next (pyverbs' passive side
+  // leaves with os._exit, no at-exit handler) would otherwise take it along, where a kernel's CM
+  // sends it anyway, and the peer would wait out its REQ retries.
+  cm->flush();
   return 0;
 }
 
@@ -1212,15 +1219,20 @@ UROCE_RDMACM_EXPORT int rdma_reject_ece(rdma_cm_id* cm_id, const void* private_d
                                         uint8_t private_data_len) {
   if (cm_id == nullptr || private_data_len > wire::kRejPrivateBytes) return fail(EINVAL);
   Id* id = from(cm_id);
-  std::lock_guard lock(g_mu);
-  if (!id->conn || id->device < 0 || id->sidr) return fail(EINVAL);
-  std::span<const uint8_t> pd;
-  if (private_data_len) pd = {static_cast<const uint8_t*>(private_data), private_data_len};
-  if (int err = g_devices[id->device].cm->reject_with_reason(
-          *id->conn, wire::rej_reason::kVendorOptionNotSupported, pd))
-    return fail(err);
-  forget_conn(id);
-  id->state = IdState::kDisconnected;
+  cm::CmService* cm = nullptr;
+  {
+    std::lock_guard lock(g_mu);
+    if (!id->conn || id->device < 0 || id->sidr) return fail(EINVAL);
+    std::span<const uint8_t> pd;
+    if (private_data_len) pd = {static_cast<const uint8_t*>(private_data), private_data_len};
+    cm = g_devices[id->device].cm;
+    if (int err =
+            cm->reject_with_reason(*id->conn, wire::rej_reason::kVendorOptionNotSupported, pd))
+      return fail(err);
+    forget_conn(id);
+    id->state = IdState::kDisconnected;
+  }
+  cm->flush();  // as rdma_reject
   return 0;
 }
 
