@@ -3,8 +3,11 @@
 // datagram to UDP 4791 of the address, the socket of the process that owns it
 // (steer_decision.h). A slot with no socket, a service nobody registered, or a datagram too
 // short to read falls back to the kernel's hash over the group.
+// bpf_helpers.h needs the types linux/bpf.h defines: keep the order.
+// clang-format off
 #include <linux/bpf.h>
 #include <bpf/bpf_helpers.h>
+// clang-format on
 
 #include "steer_decision.h"
 

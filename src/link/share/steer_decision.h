@@ -68,7 +68,8 @@ static inline struct uroce_share_steer uroce_share_steer_mad(const unsigned char
     case 0x10: /* REQ: service ID at 8 */
     case 0x17: /* SIDR_REQ: service ID at 8 */
       s.verdict = UROCE_SHARE_SERVICE;
-      s.service_id = (unsigned long long)uroce_share_be32(msg + 8) << 32 | uroce_share_be32(msg + 12);
+      s.service_id =
+          (unsigned long long)uroce_share_be32(msg + 8) << 32 | uroce_share_be32(msg + 12);
       return s;
     case 0x18: /* SIDR_REP: our request ID at 0 */
       ours = uroce_share_be32(msg);
