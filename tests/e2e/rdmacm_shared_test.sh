@@ -45,18 +45,33 @@ check_rping() {  # check_rping NAME: both sides ended 0 with every data line
 }
 
 # ---- rping, both sides on one address ----------------------------------------------------------
-serve rping rping -s -a $S -p 7262 -C 10 -v
-client rping rping -c -a $S -p 7262 -C 10 -v
+UROCE_STATS=$ABI_TMP/server.stats serve rping rping -s -a $S -p 7262 -C 10 -v
+UROCE_STATS=$ABI_TMP/client.stats client rping rping -c -a $S -p 7262 -C 10 -v
 server_rc
 check_rping rping
-echo "ok   rping -C 10 -v, server and client on $S: 10 verified ping-pongs"
+# Every datagram reached the process it was for: all the client's link sent, the server's
+# received, and the CM MADs exactly: REQ, RTU and DREQ to the server, REP and DREP back (the DREP
+# may arrive after the client has left, as rping's client exits right after its DREQ); neither
+# side dropped a packet for an unknown QP or a MAD.
+stat() { awk -v name="$2" '{ split($1, k, "."); if (k[2] == name) print $2 }' "$ABI_TMP/$1.stats"; }
+fail_stats() { cat "$ABI_TMP"/*.stats >&2; abi_fail "rping: $*"; }
+[[ -n $(stat client link_tx_packets) && $(stat client link_tx_packets) == $(stat server link_rx_packets) ]] ||
+  fail_stats "the client sent $(stat client link_tx_packets), the server got $(stat server link_rx_packets)"
+[[ $(stat server gsi_rx_mads) == 3 && $(stat client gsi_tx_mads) == 3 && $(stat server gsi_tx_mads) == 2 ]] ||
+  fail_stats "CM MAD counts"
+[[ $(stat client gsi_rx_mads) == 2 || $(stat client gsi_rx_mads) == 1 ]] || fail_stats "the client's MADs"
+for side in server client; do
+  [[ $(stat $side rx_unknown_qpn_drops) == 0 && $(stat $side gsi_rx_drops) == 0 ]] ||
+    fail_stats "$side dropped packets for unknown QPs or MADs"
+done
+echo "ok   rping -C 10 -v, server and client on $S: 10 verified ping-pongs, every datagram to its owner"
 
 # ---- a listener killed: its service is taken over ----------------------------------------------
 serve killed rping -s -a $S -p 7263
 killed=$(pgrep -P "$SERVER_PID" -x rping)  # rping itself, under timeout
 [[ -n $killed ]] || abi_fail "no rping server to kill"
 kill -KILL "$killed"
-wait "$SERVER_PID" 2>/dev/null
+{ wait "$SERVER_PID"; } 2>/dev/null
 serve rping2 rping -s -a $S -p 7263 -C 10 -v
 client rping2 rping -c -a $S -p 7263 -C 10 -v
 server_rc
