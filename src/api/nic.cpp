@@ -27,6 +27,7 @@ Result<std::unique_ptr<Nic>> open_nic(const NicOptions& options, std::string* er
   // repeat of the old one (stale connections, docs/cm.md).
   cm_config.first_comm_id =
       static_cast<uint32_t>(ProgressEngine::now_ns() ^ (uint64_t{uint32_t(::getpid())} << 12)) | 1;
+  cm_config.comm_id_slot = nic->link_->shared_slot();
   ProgressEngine* engine = nic->engine_.get();
   nic->cm_ = std::make_unique<cm::CmPort>(
       *nic->device_, cm_config, [engine] { engine->kick(); }, [engine] { engine->pump(); },

@@ -34,6 +34,9 @@ class CaptureLink final : public Link {
   bool reaches_roce_v1(const Gid& dgid) const override { return inner_->reaches_roce_v1(dgid); }
   int join_group(const Gid& g) override { return inner_->join_group(g); }
   int leave_group(const Gid& g) override { return inner_->leave_group(g); }
+  std::optional<uint32_t> shared_slot() const override { return inner_->shared_slot(); }
+  int claim_service(uint64_t id) override { return inner_->claim_service(id); }
+  void release_service(uint64_t id) override { inner_->release_service(id); }
   void transmit(const wire::TxPacket& p) override;
   size_t poll(const RxHandler& handler, size_t budget) override;
 

@@ -37,10 +37,13 @@ Result<std::unique_ptr<Link>> open_link(const LinkOptions& options, std::string*
     case LinkKind::kUdp: {
       UdpLinkOptions udp = options.udp;
       udp.address = options.address;
-      auto l = UdpLink::open(udp);
+      std::string why;
+      auto l = UdpLink::open(udp, &why);
       if (!l)
-        return fail(l.error(),
-                    "cannot open UDP port " + std::to_string(udp.port) + " on " + udp.address);
+        return fail(l.error(), "cannot open UDP port " + std::to_string(udp.port) + " on " +
+                                   udp.address +
+                                   (udp.shared_address ? " shared with other processes" : "") +
+                                   (why.empty() ? "" : " (" + why + ")"));
       link = std::move(*l);
       break;
     }

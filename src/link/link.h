@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 
 #include "common/types.h"
 #include "wire/packet_io.h"
@@ -56,6 +57,18 @@ class Link : public wire::PacketSink {
   // quiesce lock). 0, or an errno: EOPNOTSUPP for a link that cannot, ENOMEM past its bound.
   virtual int join_group(const Gid&) { return EOPNOTSUPP; }
   virtual int leave_group(const Gid&) { return EOPNOTSUPP; }
+  // A link that shares its address with other processes (udp_link.h, shared_address.h): this
+  // process's slot, which the device puts in the top bits of every QPN it hands out and the CM in
+  // every communication ID, so that the packets answering them find this process. nullopt: the
+  // address is this link's alone, and QPNs and IDs are unconstrained.
+  virtual std::optional<uint32_t> shared_slot() const { return std::nullopt; }
+  // Sends connection requests for `service_id` to this process (the CM calls it when it listens):
+  // 0, or EADDRINUSE when another process at the address listens on it. Any thread.
+  virtual int claim_service(uint64_t service_id) {
+    (void)service_id;
+    return 0;
+  }
+  virtual void release_service(uint64_t service_id) { (void)service_id; }
 };
 
 }  // namespace uroce::link

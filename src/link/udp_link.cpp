@@ -16,6 +16,7 @@
 
 #include "common/bytes.h"
 #include "common/check.h"
+#include "link/share/steer_decision.h"
 #include "wire/crc32.h"
 
 #ifndef UDP_SEGMENT
@@ -170,6 +171,14 @@ struct UdpLink::TxSlot {
 
   uint32_t datagram_len() const { return th_len + payload_len + pad + wire::kIcrcBytes; }
   uint32_t iov_count() const { return 2 + parts; }
+  // Which member of a shared address the packet goes to, as far as the sender can tell: the
+  // destination QPN's slot (share/steer_decision.h), or, for the GSI QP, a value of its own
+  // (MADs are steered by their content, each must be its own datagram).
+  uint32_t steering_key() const {
+    const uint8_t* bth = hdr.data() + kPre;
+    const uint32_t qpn = uint32_t{bth[5]} << 16 | uint32_t{bth[6]} << 8 | bth[7];
+    return qpn == 1 ? ~0u : qpn >> UROCE_SHARE_QPN_SHIFT;
+  }
 };
 
 struct UdpLink::RxBuffer {
@@ -192,16 +201,17 @@ UdpLink::~UdpLink() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-Result<std::unique_ptr<UdpLink>, int> UdpLink::open(const UdpLinkOptions& options) {
+Result<std::unique_ptr<UdpLink>, int> UdpLink::open(const UdpLinkOptions& options,
+                                                    std::string* why) {
   if (options.tx_queue_packets == 0 || options.tx_queue_packets > 4096 || options.rx_batch == 0 ||
       options.rx_batch > kMaxMmsg)
     return Err(EINVAL);
   std::unique_ptr<UdpLink> link(new UdpLink(options));
-  if (int err = link->setup(); err != 0) return Err(err);
+  if (int err = link->setup(why); err != 0) return Err(err);
   return link;
 }
 
-int UdpLink::setup() {
+int UdpLink::setup(std::string* why) {
   sockaddr_in v4{};
   sockaddr_in6 v6{};
   if (inet_pton(AF_INET, options_.address.c_str(), &v4.sin_addr) == 1) {
@@ -254,15 +264,25 @@ int UdpLink::setup() {
         ::setsockopt(fd_, IPPROTO_IP, IP_MULTICAST_LOOP, &one, sizeof one) != 0)
       return errno;
   }
+  if (options_.shared_address && ::setsockopt(fd_, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one) != 0)
+    return errno;
   if (::bind(fd_, reinterpret_cast<const sockaddr*>(&local_),
              ipv6_ ? sizeof(sockaddr_in6) : sizeof(sockaddr_in)) != 0)
     return errno;
+  if (options_.shared_address) {
+    auto share = AddressShare::join(fd_, local_, why);
+    if (!share) return share.error();
+    share_ = std::move(*share);
+  }
   // Probe GSO (Linux 4.18) with a zero segment size, which means "none" and changes nothing.
   if (options_.gso) {
     const int zero = 0;
     gso_ = ::setsockopt(fd_, IPPROTO_UDP, UDP_SEGMENT, &zero, sizeof zero) == 0;
   }
-  if (options_.gro) gro_ = ::setsockopt(fd_, IPPROTO_UDP, UDP_GRO, &one, sizeof one) == 0;
+  // Not when shared: the kernel merges a blob before the program steers it, by its first
+  // datagram, and the blob may hold another member's packets.
+  if (options_.gro && !share_)
+    gro_ = ::setsockopt(fd_, IPPROTO_UDP, UDP_GRO, &one, sizeof one) == 0;
 
   tx_.resize(options_.tx_queue_packets);
   tx_scratch_.resize(options_.tx_queue_packets);
@@ -271,6 +291,19 @@ int UdpLink::setup() {
   rx_.resize(options_.mmsg ? options_.rx_batch : 1);
   for (RxBuffer& b : rx_) b.data.resize(gro_ ? kRxBufferBytes : kRxBufferBytes / 4);
   return 0;
+}
+
+std::optional<uint32_t> UdpLink::shared_slot() const {
+  if (!share_) return std::nullopt;
+  return share_->slot();
+}
+
+int UdpLink::claim_service(uint64_t service_id) {
+  return share_ ? share_->add_service(service_id) : 0;
+}
+
+void UdpLink::release_service(uint64_t service_id) {
+  if (share_) share_->remove_service(service_id);
 }
 
 // ---- Transmit ------------------------------------------------------------------------------
@@ -331,12 +364,16 @@ size_t UdpLink::run_end(size_t k, size_t limit) const {
   size_t j = k + 1;
   if (!gso_) return j;
   const TxSlot& lead = tx_[k];
+  // The receiving host steers a GSO send (and a GRO blob) as one datagram, by its first packet:
+  // a run stays within one member of a shared address (shared_address.h), any peer's.
+  const uint32_t key = lead.steering_key();
+  if (key == ~0u) return j;
   uint32_t bytes = lead.datagram_len(), iovs = lead.iov_count();
   while (j < limit && j - k < kMaxGsoSegments) {
     const TxSlot& s = tx_[j];
     // memcmp of a constant 16 bytes is inlined; std::array's != calls memcmp (per packet here).
     if (std::memcmp(s.dgid.data(), lead.dgid.data(), 16) != 0 || s.tos != lead.tos ||
-        s.ttl != lead.ttl || s.datagram_len() > lead.datagram_len() ||
+        s.ttl != lead.ttl || s.steering_key() != key || s.datagram_len() > lead.datagram_len() ||
         bytes + s.datagram_len() > kMaxDatagramBytes - wire::kIpv6Bytes ||
         iovs + s.iov_count() > kMaxIovPerMsg)
       break;

@@ -25,17 +25,26 @@
 // group's address, out of the link's interface (IP_MULTICAST_IF), looped back to the host's other
 // members (IP_MULTICAST_LOOP). Once a group is joined, wait_fd() is an epoll set of every socket.
 //
-// Threading: one thread at a time (the progress engine's). See docs/udp-link.md.
+// Sharing (shared_address on): several processes' links on one address, each datagram steered
+// to the process it belongs to by an SK_REUSEPORT program (shared_address.h). The link then
+// reports a slot (shared_slot()) that its device puts in every QPN and its CM in every
+// communication ID, and takes the service IDs its CM listens on (claim_service()). UDP GRO is off
+// for the group (a blob merged before steering could mix two members' packets).
+//
+// Threading: one thread at a time (the progress engine's), but claim_service/release_service,
+// which any thread may call. See docs/udp-link.md.
 #include <sys/socket.h>
 
 #include <array>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "common/result.h"
 #include "link/link.h"
+#include "link/shared_address.h"
 #include "wire/packet.h"
 
 namespace uroce::link {
@@ -54,6 +63,9 @@ struct UdpLinkOptions {
   uint32_t tx_queue_packets = 256;    // transmit() flushes when this many are queued
   uint32_t rx_batch = 32;             // datagrams (or GRO blobs) per recvmmsg
   int socket_buffer_bytes = 8 << 20;  // SO_SNDBUF and SO_RCVBUF (forced when privileged)
+  // Share the address with other processes that set this too (UROCE_SHARED_ADDRESS=1; root, a
+  // build with libbpf). Off: the address is this link's alone (a second bind: EADDRINUSE).
+  bool shared_address = false;
 };
 
 // Counters beyond LinkCounters, for tuning and tests.
@@ -69,8 +81,9 @@ struct UdpLinkStats {
 class UdpLink final : public Link {
  public:
   // Opens and binds the socket. Errors are errno values (EINVAL for a bad or wildcard address,
-  // EADDRINUSE, EADDRNOTAVAIL, ...).
-  static Result<std::unique_ptr<UdpLink>, int> open(const UdpLinkOptions& options);
+  // EADDRINUSE, EADDRNOTAVAIL, ...); `why`, when sharing failed, what failed.
+  static Result<std::unique_ptr<UdpLink>, int> open(const UdpLinkOptions& options,
+                                                    std::string* why = nullptr);
   ~UdpLink() override;
   UdpLink(const UdpLink&) = delete;
   UdpLink& operator=(const UdpLink&) = delete;
@@ -87,6 +100,9 @@ class UdpLink final : public Link {
   int join_group(const Gid& group) override;
   int leave_group(const Gid& group) override;
   size_t groups_joined() const { return groups_.size(); }
+  std::optional<uint32_t> shared_slot() const override;
+  int claim_service(uint64_t service_id) override;
+  void release_service(uint64_t service_id) override;
 
   const UdpLinkStats& stats() const { return stats_; }
   const UdpLinkOptions& options() const { return options_; }
@@ -109,7 +125,7 @@ class UdpLink final : public Link {
   struct TxSlot;
   struct RxBuffer;
   explicit UdpLink(const UdpLinkOptions& options);
-  int setup();
+  int setup(std::string* why);
   size_t run_end(size_t k, size_t limit) const;
   void requests_first();
   size_t seal(TxSlot& slot, const uint8_t* dst_ip, uint16_t ip_id, struct iovec* iov);
@@ -173,6 +189,8 @@ class UdpLink final : public Link {
   int epoll_fd_ = -1;               // made at the first join, kept: the engine may be waiting in it
   size_t next_group_ = 0;           // where poll_groups() starts, so that no group starves
   std::vector<RxBuffer> group_rx_;  // one buffer, sized at the first join
+
+  std::unique_ptr<AddressShare> share_;  // sharing the address with other processes
 
   LinkCounters counters_;
   UdpLinkStats stats_;

@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/check.h"
+#include "link/share/steer_decision.h"
 #include "verbs/cq.h"
 #include "verbs/qp.h"
 #include "wire/mad.h"
@@ -18,6 +19,17 @@ namespace {
 // QPN 0 and 1 are the special QPs of IBA 10.2.4 (SMI, GSI); uroce has neither and starts above.
 constexpr uint32_t kFirstQpn = 0x11;
 constexpr uint32_t kQpnLimit = 1u << 24;
+constexpr uint32_t kMulticastQpn = 0xffffff;
+
+// The QPNs a device may hand out: all but the special ones, or, on a link that shares its address
+// with other processes, those whose top bits are the link's slot (link/share/steer_decision.h).
+std::pair<uint32_t, uint32_t> qpn_range(const link::Link& link) {
+  const std::optional<uint32_t> slot = link.shared_slot();
+  if (!slot) return {kFirstQpn, kQpnLimit};
+  const uint32_t first = *slot << UROCE_SHARE_QPN_SHIFT;
+  const uint32_t limit = std::min(first + (1u << UROCE_SHARE_QPN_SHIFT), kMulticastQpn);
+  return {std::max(first, kFirstQpn), limit};
+}
 
 uint32_t hash_gid(const Gid& g) {
   uint32_t h = 2166136261u;  // FNV-1a
@@ -45,11 +57,13 @@ Device::Device(link::Link& link, DeviceConfig config)
       keys_(config_.attr.max_mr + config_.attr.max_mw,
             config_.key_salt ? config_.key_salt : hash_gid(gid_)),
       port_state_(static_cast<uint8_t>(config_.port.state)),
-      next_qpn_(kFirstQpn),
+      qpn_first_(qpn_range(link).first),
+      qpn_limit_(qpn_range(link).second),
+      next_qpn_(qpn_first_),
       totals_(config_.totals) {
   if (config_.attr.node_guid == 0) config_.attr.node_guid = guid_from_gid(gid_);
   if (config_.attr.sys_image_guid == 0) config_.attr.sys_image_guid = config_.attr.node_guid;
-  config_.attr.max_qp = std::min(config_.attr.max_qp, kQpnLimit - kFirstQpn);
+  config_.attr.max_qp = std::min(config_.attr.max_qp, qpn_limit_ - qpn_first_);
   if (config_.tx_quantum == 0) config_.tx_quantum = 1;
   if (!config_.transport_factory) config_.transport_factory = default_transport_factory();
 }
@@ -97,7 +111,7 @@ Result<uint32_t> Device::register_qp(QueuePair* qp) {
   // candidates is free.
   for (uint32_t tries = 0; tries <= config_.attr.max_qp; ++tries) {
     uint32_t qpn = next_qpn_;
-    next_qpn_ = next_qpn_ + 1 >= kQpnLimit ? kFirstQpn : next_qpn_ + 1;
+    next_qpn_ = next_qpn_ + 1 >= qpn_limit_ ? qpn_first_ : next_qpn_ + 1;
     if (qps_.count(qpn)) continue;
     qps_.emplace(qpn, qp);
     if (free_slots_.empty()) {

@@ -207,7 +207,8 @@ class Device {
   ReadySet ready_;    // slots of QPs that may have work now; at most one bit per slot
   TimerHeap timers_;  // compacted at 2 * live QPs + 64 entries (set_idle)
   uint64_t timer_seq_ = 0;
-  std::vector<uint32_t> still_ready_;  // progress()'s scratch, at most one entry per slot
+  std::vector<uint32_t> still_ready_;     // progress()'s scratch, at most one entry per slot
+  const uint32_t qpn_first_, qpn_limit_;  // QPNs handed out: [first, limit)
   uint32_t next_qpn_ = 0;
   // XRC SRQ numbers, device-wide like QPNs (24 bits, as the XRCETH carries).
   std::atomic<uint32_t> next_srqn_{1};

@@ -79,10 +79,30 @@ auto CmPort::locked(F&& call) {
 }
 
 Result<ListenerId> CmPort::listen(uint64_t service_id) {
-  return locked([&](Nanos) { return cm_.listen(service_id); });
+  auto id = locked([&](Nanos) { return cm_.listen(service_id); });
+  if (!id) return id;
+  // On a shared address, the REQs for the service must come to this process (link.h); another
+  // process listening on it there is EADDRINUSE, as a second listen on one port is.
+  if (int err = device_.link().claim_service(service_id)) {
+    locked([&](Nanos) { return cm_.stop_listening(*id); });
+    return Err(err);
+  }
+  std::lock_guard lock(mu_);
+  listened_[*id] = service_id;
+  return id;
 }
 int CmPort::stop_listening(ListenerId id) {
-  return locked([&](Nanos) { return cm_.stop_listening(id); });
+  const int err = locked([&](Nanos) { return cm_.stop_listening(id); });
+  std::optional<uint64_t> service;
+  {
+    std::lock_guard lock(mu_);
+    if (auto it = listened_.find(id); it != listened_.end()) {
+      service = it->second;
+      listened_.erase(it);
+    }
+  }
+  if (service) device_.link().release_service(*service);
+  return err;
 }
 Result<ConnId> CmPort::connect(const ConnectParams& p) {
   return locked([&](Nanos now) { return cm_.connect(p, now); });

@@ -6,6 +6,8 @@
 #include <atomic>
 #include <functional>
 #include <mutex>
+#include <optional>
+#include <unordered_map>
 
 #include "api/cm/cm_service.h"
 #include "api/cm/connection_manager.h"
@@ -72,6 +74,9 @@ class CmPort final : public CmService, public verbs::ManagementAgent {
   mutable std::mutex handler_mu_;        // the handler; held while it runs, so replacing it waits
   EventHandler handler_;
   uint64_t events_unhandled_ = 0;  // guarded by handler_mu_
+  // The service ID of each listener (guarded by mu_; at most CmConfig::max_listeners), released
+  // at the link when it stops.
+  std::unordered_map<ListenerId, uint64_t> listened_;
 };
 
 }  // namespace uroce::cm

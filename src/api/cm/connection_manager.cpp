@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/bytes.h"
+#include "link/share/steer_decision.h"
 
 namespace uroce::cm {
 namespace {
@@ -114,7 +115,10 @@ ConnectionManager::Conn* ConnectionManager::addressed(const Gid& peer, uint32_t 
 ConnId ConnectionManager::next_comm_id() {
   // Comm ID 0 means "none" on the wire; skip it and any still in use.
   for (;;) {
-    const ConnId id = next_comm_id_++;
+    ConnId id = next_comm_id_++;
+    if (config_.comm_id_slot)
+      id = *config_.comm_id_slot << UROCE_SHARE_COMM_ID_SHIFT |
+           (id & ((1u << UROCE_SHARE_COMM_ID_SHIFT) - 1));
     if (id != 0 && !conns_.count(id)) return id;
   }
 }

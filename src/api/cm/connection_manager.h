@@ -27,6 +27,10 @@ using ListenerId = uint32_t;
 struct CmConfig {
   uint64_t local_ca_guid = 0;
   uint32_t first_comm_id = 1;  // IDs are handed out from here on (a seed keeps restarts apart)
+  // Set on an address shared by several processes: every ID (and SIDR request ID) handed out
+  // carries this slot in its top bits, so the replies naming it reach this process
+  // (link/share/steer_decision.h); the rest of the bits count on from first_comm_id.
+  std::optional<uint32_t> comm_id_slot;
   uint32_t max_connections = 1024;
   uint32_t max_listeners = 64;
   uint32_t max_outgoing = 1024;

@@ -5,6 +5,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -63,6 +64,13 @@ Result<std::optional<uint16_t>> vlan_from_env() {
   static std::once_flag said;
   std::call_once(said, [s] { std::fprintf(stderr, "uroce: UROCE_VLAN: bad VLAN ID '%s'\n", s); });
   return Err(EINVAL);
+}
+
+// UROCE_SHARED_ADDRESS=1: the UDP link shares its address with the other processes that set it
+// (link/shared_address.h, docs/udp-link.md): two processes with one device address each. Root.
+bool shared_address_from_env() {
+  const char* s = std::getenv("UROCE_SHARED_ADDRESS");
+  return s != nullptr && std::strcmp(s, "1") == 0;
 }
 
 // UROCE_STATS=FILE: each process appends its devices' counters to FILE when it lets go of a
@@ -174,8 +182,15 @@ Result<std::shared_ptr<Runtime>> Runtime::acquire(Device* device) {
   o.progress.block_signals = true;
   o.qp_defaults = qp_transport_options();
   o.start_engine = true;
-  auto nic = api::open_nic(o);
-  if (!nic.ok()) return Err(nic.error());
+  o.link.udp.shared_address = shared_address_from_env();
+  std::string why;
+  auto nic = api::open_nic(o, &why);
+  if (!nic.ok()) {
+    // Quiet otherwise: a device whose address another process holds is a normal sight (librdmacm
+    // opens every device); a share that fails is a setup problem the user must see.
+    if (o.link.udp.shared_address) std::fprintf(stderr, "uroce: %s\n", why.c_str());
+    return Err(nic.error());
+  }
   rt->nic_ = std::move(*nic);
   rt->name_ = device->config->name;
   runtimes[device] = rt;

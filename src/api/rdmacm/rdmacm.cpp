@@ -134,6 +134,9 @@ struct Id {
   std::vector<std::pair<int, cm::ListenerId>> listeners;  // (device, listener)
   std::optional<wire::CmReq> req;                         // passive: the REQ being answered
   std::optional<wire::CmRep> rep;                         // active: the REP answered
+  // Our starting PSN, chosen when the id is made (as the kernel's seq_num), so that
+  // rdma_init_qp_attr gives a QP moved to RTS before rdma_accept or rdma_connect (an external QP,
+  // pyverbs' test_rdmacm_async_traffic_external_qp) the PSN the REP or REQ will carry.
   uint32_t psn = 0;
   uint8_t responder_resources = 1, initiator_depth = 1, retry_count = 7, rnr_retry_count = 7;
   uint8_t tos = 0;
@@ -309,6 +312,7 @@ void on_cm_event(int dev, cm::CmEvent&& e) {
     Id* listen = it->second;
     auto cma = wire::parse_cma_header(e.private_data);
     auto* child = new Id;
+    child->psn = g_random() & 0xffffff;  // g_mu is held
     child->pub.verbs = g_devices[dev].ctx;
     child->pub.pd = g_devices[dev].pd;
     child->pub.context = listen->pub.context;
@@ -701,6 +705,7 @@ UROCE_RDMACM_EXPORT int rdma_create_id(rdma_event_channel* channel, rdma_cm_id**
     return fail(EPROTONOSUPPORT);  // RDMA_PS_IPOIB: an IB-only port space
   if (int err = init_devices()) return fail(err);
   auto* id = new Id;
+  id->psn = random_psn();
   id->pub.context = context;
   id->pub.ps = ps;
   id->pub.qp_type = ps == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
@@ -1096,13 +1101,12 @@ UROCE_RDMACM_EXPORT int rdma_connect(rdma_cm_id* cm_id, rdma_conn_param* param) 
   Id* id = from(cm_id);
   if (id->pub.ps == RDMA_PS_UDP) return connect_ud(id, param);
   if (param && param->private_data_len > kReqUserPrivate) return fail(EINVAL);
-  const uint32_t psn = random_psn();
   {
     std::lock_guard lock(g_mu);
     if (id->state != IdState::kRouteResolved) return fail(EINVAL);
     const sockaddr* src = &id->pub.route.addr.src_addr;
     const sockaddr* dst = &id->pub.route.addr.dst_addr;
-    id->psn = psn;
+    const uint32_t psn = id->psn;
     if (param) {
       if (int err = resolve_depths(id, *param, &id->responder_resources, &id->initiator_depth))
         return fail(err);
@@ -1177,7 +1181,6 @@ UROCE_RDMACM_EXPORT int rdma_accept(rdma_cm_id* cm_id, rdma_conn_param* param) {
   }
   if (param && param->private_data_len > wire::kRepPrivateBytes) return fail(EINVAL);
   if (!id->req || !id->conn || id->state != IdState::kRequest) return fail(EINVAL);
-  id->psn = random_psn();
   if (param) {
     uint8_t responder = 0, initiator = 0;
     if (int err = resolve_depths(id, *param, &responder, &initiator)) return fail(err);
@@ -1216,15 +1219,22 @@ UROCE_RDMACM_EXPORT int rdma_reject(rdma_cm_id* cm_id, const void* private_data,
                                     uint8_t private_data_len) {
   if (cm_id == nullptr || private_data_len > wire::kRejPrivateBytes) return fail(EINVAL);
   Id* id = from(cm_id);
-  std::lock_guard lock(g_mu);
-  if (!id->conn || id->device < 0) return fail(EINVAL);
-  std::span<const uint8_t> pd;
-  if (private_data_len) pd = {static_cast<const uint8_t*>(private_data), private_data_len};
-  cm::CmService* cm = g_devices[id->device].cm;
-  if (int err = id->sidr ? cm->sidr_reject(*id->conn, pd) : cm->reject(*id->conn, pd))
-    return fail(err);
-  forget_conn(id);
-  id->state = IdState::kDisconnected;
+  cm::CmService* cm = nullptr;
+  {
+    std::lock_guard lock(g_mu);
+    if (!id->conn || id->device < 0) return fail(EINVAL);
+    std::span<const uint8_t> pd;
+    if (private_data_len) pd = {static_cast<const uint8_t*>(private_data), private_data_len};
+    cm = g_devices[id->device].cm;
+    if (int err = id->sidr ? cm->sidr_reject(*id->conn, pd) : cm->reject(*id->conn, pd))
+      return fail(err);
+    forget_conn(id);
+    id->state = IdState::kDisconnected;
+  }
+  // The REJ leaves before the call returns: a process that exits next (pyverbs' passive side
+  // leaves with os._exit, no at-exit handler) would otherwise take it along, where a kernel's CM
+  // sends it anyway, and the peer would wait out its REQ retries.
+  cm->flush();
   return 0;
 }
 
@@ -1234,15 +1244,20 @@ UROCE_RDMACM_EXPORT int rdma_reject_ece(rdma_cm_id* cm_id, const void* private_d
                                         uint8_t private_data_len) {
   if (cm_id == nullptr || private_data_len > wire::kRejPrivateBytes) return fail(EINVAL);
   Id* id = from(cm_id);
-  std::lock_guard lock(g_mu);
-  if (!id->conn || id->device < 0 || id->sidr) return fail(EINVAL);
-  std::span<const uint8_t> pd;
-  if (private_data_len) pd = {static_cast<const uint8_t*>(private_data), private_data_len};
-  if (int err = g_devices[id->device].cm->reject_with_reason(
-          *id->conn, wire::rej_reason::kVendorOptionNotSupported, pd))
-    return fail(err);
-  forget_conn(id);
-  id->state = IdState::kDisconnected;
+  cm::CmService* cm = nullptr;
+  {
+    std::lock_guard lock(g_mu);
+    if (!id->conn || id->device < 0 || id->sidr) return fail(EINVAL);
+    std::span<const uint8_t> pd;
+    if (private_data_len) pd = {static_cast<const uint8_t*>(private_data), private_data_len};
+    cm = g_devices[id->device].cm;
+    if (int err =
+            cm->reject_with_reason(*id->conn, wire::rej_reason::kVendorOptionNotSupported, pd))
+      return fail(err);
+    forget_conn(id);
+    id->state = IdState::kDisconnected;
+  }
+  cm->flush();  // as rdma_reject
   return 0;
 }
 
