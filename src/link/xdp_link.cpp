@@ -36,6 +36,7 @@ struct XdpLink::Rings {
   xsk_ring_prod fill{};
   xsk_ring_cons comp{};
   bpf_link* attachment = nullptr;  // owns the program's place on the interface
+  int generic_link_fd = -1;        // the same, for a program attached in generic mode
 };
 
 XdpLink::XdpLink(const XdpLinkOptions& options) : options_(options) {}
@@ -56,6 +57,7 @@ XdpLink::~XdpLink() {
   if (umem_) xsk_umem__delete(umem_);
   // Destroying the link detaches the program; a process that dies has the kernel do the same.
   if (rings_ && rings_->attachment) bpf_link__destroy(rings_->attachment);
+  if (rings_ && rings_->generic_link_fd >= 0) close(rings_->generic_link_fd);
   if (bpf_) bpf_object__close(bpf_);
   if (umem_area_) munmap(umem_area_, umem_bytes_);
   if (guard_fd_ >= 0) close(guard_fd_);
@@ -111,8 +113,15 @@ int XdpLink::setup(std::string& step) {
   // A BPF link: the kernel picks driver mode when the interface has it, generic mode otherwise,
   // and detaches the program when the link's last descriptor closes, even if this process dies.
   step = "attaching the XDP program to " + ifname_;
-  rings_->attachment = bpf_program__attach_xdp(prog, ifindex_);
-  if (!rings_->attachment) return errno ? errno : EBUSY;
+  if (options_.generic_mode) {
+    // libbpf's attach_xdp takes no mode flags; a BPF link created with them does the same.
+    LIBBPF_OPTS(bpf_link_create_opts, link_opts, .flags = XDP_FLAGS_SKB_MODE);
+    rings_->generic_link_fd = bpf_link_create(prog_fd_, ifindex_, BPF_XDP, &link_opts);
+    if (rings_->generic_link_fd < 0) return errno ? errno : EBUSY;
+  } else {
+    rings_->attachment = bpf_program__attach_xdp(prog, ifindex_);
+    if (!rings_->attachment) return errno ? errno : EBUSY;
+  }
   uint32_t drv_id = 0;
   if (bpf_xdp_query_id(ifindex_, XDP_FLAGS_DRV_MODE, &drv_id) == 0)
     stats_.driver_mode = drv_id != 0;

@@ -48,6 +48,9 @@ struct XdpLinkOptions {
   uint32_t umem_frames = 4096;   // 4 KiB each: half for receiving, half for sending
   uint32_t ring_entries = 2048;  // each of the RX, TX, fill and completion rings (power of two)
   bool zero_copy = false;        // XDP_ZEROCOPY (fails on drivers without it) instead of XDP_COPY
+  // Attach the program in generic (skb) mode even where the driver has native XDP: for
+  // comparison (docs/links.md, "Copy and zero-copy, native and generic").
+  bool generic_mode = false;
   // SO_PREFER_BUSY_POLL with a budget of rx_batch: on a NIC whose driver supports it, the
   // socket's own calls run the driver's poll instead of its interrupts.
   bool busy_poll = true;

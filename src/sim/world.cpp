@@ -225,6 +225,8 @@ bool World::setup_flow(Flow& f, std::string* error) {
     a.max_dest_rd_atomic = 1;
     a.min_rnr_timer = 1;
     a.ah_attr.grh.dgid = peer_gid;
+    a.ah_attr.grh.sgid_index =
+        static_cast<uint8_t>(f.spec.roce_v1 ? verbs::kGidIndexRoceV1 : verbs::kGidIndexRoceV2);
     a.ah_attr.grh.traffic_class = static_cast<uint8_t>(config_.data_dscp << 2);
     if (me.modify(a, verbs::kQpState | verbs::kQpAv | verbs::kQpPathMtu | verbs::kQpDestQpn |
                          verbs::kQpRqPsn | verbs::kQpMaxDestRdAtomic | verbs::kQpMinRnrTimer) != 0)

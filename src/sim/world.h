@@ -65,6 +65,9 @@ struct FlowSpec {
   fabric::HostId src = 0, dst = 0;
   uint64_t bytes = 1 << 20;
   Nanos start_ns = 0;
+  // RoCE v1 (a GRH, no IP or UDP; the GID table's v1 entry as the QPs' sgid_index): switched at
+  // L2 only, so both hosts must be on one switch, else add_flow fails (EHOSTUNREACH at the path).
+  bool roce_v1 = false;
 };
 
 struct FlowResult {

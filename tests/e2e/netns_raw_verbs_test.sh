@@ -8,18 +8,47 @@
 # (UROCE_VLAN, ibv_rc_pingpong -l: the service level is the 802.1p priority) must show its VLAN
 # ID and PCP in the capture, and a validated ping-pong (-c) must complete while the bridge that
 # joins the namespaces drops 3% of the RoCE frames each way. Needs root: skipped (77) otherwise.
+#
+# Usage: netns_raw_verbs_test.sh LIB_DIR [raw|xdp [on|off]]. With `xdp` (e2e.netns_xdp_verbs) the
+# same programs run over the AF_XDP link (UROCE_LINK=xdp): the v1 and v2 ping-pongs, ib_send_bw
+# over v1 and ib_write_bw over v2, and the loss ping-pongs; the third argument says whether the
+# build has the link (UROCE_XDP), and the test skips with a reason when it has not or when the
+# kernel refuses the XDP program or the socket. XDP hands B's received frames to the socket
+# before packet sockets see them, so the capture is taken on the bridge's port to B instead,
+# where both directions pass through the kernel.
 set -uo pipefail
 source "$(dirname "$0")/abi_lib.sh" "$1"
+LINK=${2:-raw}
 abi_require ibv_rc_pingpong ibv_ud_pingpong ib_send_bw ib_write_bw
 command -v tshark >/dev/null || { echo "SKIP: tshark not installed (the captures are the proof)"; exit 77; }
+if [[ $LINK == xdp && ${3:-on} != on ]]; then
+  echo "SKIP: built without the AF_XDP link (-DUROCE_XDP=OFF)"
+  exit 77
+fi
 # netns_lib.sh's names for the helpers abi_lib.sh has.
 PIDS=()
 cleanup_bench() { abi_cleanup; }
 fail() { abi_fail "$@"; }
 source "$(dirname "$0")/netns_lib.sh"
-A=198.18.33.1 B=198.18.33.2
-make_netns_bridged_pair rawv "$A" "$B"
-export UROCE_LINK=raw
+if [[ $LINK == xdp ]]; then
+  A=198.18.33.5 B=198.18.33.6
+  make_netns_bridged_pair xdpv "$A" "$B"
+  # Where the capture is taken: the bridge's port to B (see the top).
+  CAPTURE_NS=$NS_S CAPTURE_IF=sb
+  # Can this kernel attach the program and bind the socket? A ping-pong server opens the link
+  # as it allocates its PD and then waits for a client; one that cannot says why and exits.
+  ip netns exec "$NS_B" env UROCE_LINK=xdp UROCE_DEVICES="uroceb=$B" timeout 3 \
+    ibv_rc_pingpong -g 0 -p 18800 >"$ABI_TMP/probe.log" 2>&1
+  if (($? != 124)) && grep -q "cannot serve" "$ABI_TMP/probe.log"; then
+    echo "SKIP: the AF_XDP link cannot open here: $(grep -m1 "cannot serve" "$ABI_TMP/probe.log")"
+    exit 77
+  fi
+else
+  A=198.18.33.1 B=198.18.33.2
+  make_netns_bridged_pair rawv "$A" "$B"
+  CAPTURE_NS=$NS_B CAPTURE_IF=$VB
+fi
+export UROCE_LINK=$LINK
 
 # The heuristic dissectors that claim RoCE payloads (wire_tshark_test.cpp's list), disabled so a
 # random payload is not decoded as some upper protocol and called malformed.
@@ -29,9 +58,10 @@ for p in rpcordma smb_direct iser nvme-rdma smc lnet fcoib infiniband_sdp infini
   grep -qx "$p" <<<"$known" && NO_HEURISTICS+=(--disable-protocol "$p")
 done
 
-# capture NAME: tshark on B's veth (RoCE, VLAN-tagged and ICMP frames) for the next run.
+# capture NAME: tshark on B's veth, or the bridge's port to it (RoCE, VLAN-tagged and ICMP
+# frames), for the next run.
 capture() {
-  ip netns exec "$NS_B" tshark -q -B 64 -i "$VB" -w "$ABI_TMP/$1.pcap" -a duration:60 \
+  ip netns exec "$CAPTURE_NS" tshark -q -B 64 -i "$CAPTURE_IF" -w "$ABI_TMP/$1.pcap" -a duration:60 \
     -f "ether proto 0x8915 or udp port 4791 or icmp or vlan" >"$ABI_TMP/$1.tshark.log" 2>&1 &
   CAPTURE_PID=$!
   ABI_PIDS+=("$CAPTURE_PID")
@@ -105,6 +135,7 @@ pair() {
 }
 
 ITERS=500
+[[ $LINK == xdp ]] && ITERS=200  # fewer over AF_XDP: its frames are the raw link's
 # pingpong NAME GID ARGS...: a validated ibv_rc_pingpong of ITERS exchanges.
 pingpong() {
   local name=$1 gid=$2 port=$3
@@ -135,12 +166,15 @@ capture pp_v2
 pingpong pp_v2 0 18802
 check_capture pp_v2 $((2 * ITERS)) "$V2"
 # UD over v1: each datagram lands behind the v1 GRH (docs/ibverbs.md); one frame per message.
-capture ud_v1
-pair ud_v1 18809 ibv_ud_pingpong -g 1 -p 18809 -n $ITERS -s 512 -- \
-  ibv_ud_pingpong -g 1 -p 18809 -n $ITERS -s 512 "$B"
-grep -q "$ITERS iters in" "$ABI_TMP/ud_v1.client" || abi_fail "ud_v1: no result line"
-echo "ok   ud_v1: $(grep 'iters in' "$ABI_TMP/ud_v1.client")"
-check_capture ud_v1 $((2 * ITERS)) "$V1 && infiniband.bth.opcode == 100"
+# The raw link only: the AF_XDP link shares its frame code (RawLink::build_frame, receive_frame).
+if [[ $LINK == raw ]]; then
+  capture ud_v1
+  pair ud_v1 18809 ibv_ud_pingpong -g 1 -p 18809 -n $ITERS -s 512 -- \
+    ibv_ud_pingpong -g 1 -p 18809 -n $ITERS -s 512 "$B"
+  grep -q "$ITERS iters in" "$ABI_TMP/ud_v1.client" || abi_fail "ud_v1: no result line"
+  echo "ok   ud_v1: $(grep 'iters in' "$ABI_TMP/ud_v1.client")"
+  check_capture ud_v1 $((2 * ITERS)) "$V1 && infiniband.bth.opcode == 100"
+fi
 # 200 messages of 64 packets (1024-byte MTU on this veth's 1500): a capture on a loaded machine
 # may lose some of the 12800, so a tenth of them is the floor.
 capture send_bw_v1
@@ -152,13 +186,15 @@ check_capture write_bw_v2 1280 "$V2"
 
 # PCP: VLAN 7, service level 5 on both sides; every frame tagged VID 7, PCP 5 (the kernel hands
 # tagged frames to packet sockets with the tag in metadata, so B's link receives them without a
-# VLAN interface).
-capture pcp_v1
-UROCE_VLAN=7 pingpong pcp_v1 1 18805 -l 5
-check_capture pcp_v1 $((2 * ITERS)) "vlan.id == 7 && vlan.priority == 5 && vlan.etype == 0x8915"
-capture pcp_v2
-UROCE_VLAN=7 pingpong pcp_v2 0 18806 -l 3
-check_capture pcp_v2 $((2 * ITERS)) "vlan.id == 7 && vlan.priority == 3 && vlan.etype == 0x0800"
+# VLAN interface). The raw link only, as UD above.
+if [[ $LINK == raw ]]; then
+  capture pcp_v1
+  UROCE_VLAN=7 pingpong pcp_v1 1 18805 -l 5
+  check_capture pcp_v1 $((2 * ITERS)) "vlan.id == 7 && vlan.priority == 5 && vlan.etype == 0x8915"
+  capture pcp_v2
+  UROCE_VLAN=7 pingpong pcp_v2 0 18806 -l 3
+  check_capture pcp_v2 $((2 * ITERS)) "vlan.id == 7 && vlan.priority == 3 && vlan.etype == 0x0800"
+fi
 
 # Loss: the bridge between the namespaces drops 3% of the RoCE frames each way (netns_lib.sh,
 # make_netns_bridged_pair, says why there). The UROCE_STATS counters must show the recovery.

@@ -3,6 +3,7 @@
 # (netns_lib.sh): `uroce bench --link xdp` write and send, RoCEv2 and RoCE v1 (with a priority
 # tag), every byte verified, then the loss test (the bridge drops 1% of the RoCE frames; verified
 # write and read over RoCEv2 and send over RoCE v1 must complete with retransmissions counted).
+# Also: XDP_ZEROCOPY is refused on a veth (EOPNOTSUPP), and generic-mode XDP moves verified data.
 # Skips (exit 77) where it cannot: not root, no namespaces or veth, or the kernel refuses the XDP program or the AF_XDP
 # socket (the reason is printed).
 source "$(dirname "$0")/bench_lib.sh"
@@ -12,13 +13,25 @@ B=198.18.0.14
 PORT=18649
 make_netns_bridged_pair uroce-xdp $A $B
 
-# Can this kernel attach the program and bind the socket? A server that cannot open its link
-# exits at once and says why.
-ip netns exec "$NS_B" timeout 10 "$UROCE" bench --server --addr $B --port $PORT \
-  --accept-timeout 1 --link xdp >"$TMP/probe.log" 2>&1 || true
+# Can this kernel attach the program and bind the socket? A client opens its link before it
+# connects (a server only once a client has come), so one with no server to reach says why it
+# cannot open the link at once, or keeps trying to connect once it has (cut short).
+probe_client() {
+  ip netns exec "$NS_A" timeout 3 "$UROCE" bench --client --addr $A --peer $B --port $PORT \
+    --link xdp "$@" write -s 4K -n 1 2>&1 || true
+}
+probe_client >"$TMP/probe.log"
 if grep -q "cannot open an AF_XDP link" "$TMP/probe.log"; then
   skip "$(grep -m1 "cannot open an AF_XDP link" "$TMP/probe.log")"
 fi
+
+# Modes (docs/links.md, "Copy and zero-copy, native and generic"): a veth has no zero-copy
+# AF_XDP, so asking for it is refused where the socket binds, with the errno said; without it the
+# program runs in the veth's driver (native) mode.
+probe_client --xdp-zero-copy >"$TMP/zero_copy.log"
+grep -q "AF_XDP socket on $VA queue 0: Operation not supported" "$TMP/zero_copy.log" ||
+  fail "XDP_ZEROCOPY on a veth: expected EOPNOTSUPP at the socket, got: $(cat "$TMP/zero_copy.log")"
+echo "zero copy refused: $(grep -o 'AF_XDP socket.*' "$TMP/zero_copy.log")"
 
 SIZES=4K,64K
 ITERS=200
@@ -41,6 +54,8 @@ run() {
 run v2 write
 run v1 write --roce-v1
 run v1_vlan send --roce-v1 --vlan 0
+# The program attached in generic (skb) mode instead of the veth's native one.
+run v2_generic write --xdp-generic
 
 set_bridge_loss 10
 retransmitted() {

@@ -1,5 +1,6 @@
 // Real verbs Devices on the switched fabric through fabric::FabricLink: verified RDMA WRITEs across
-// a dumbbell, and DCQCN closing the loop through a CE-marking bottleneck.
+// a dumbbell, DCQCN closing the loop through a CE-marking bottleneck, and flows over RoCE v1
+// (switched at L2 only) with and without loss.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -121,6 +122,103 @@ TEST(LabFabricLink, UncheckedIcrcParsesAZeroIcrc) {
   ASSERT_TRUE(lax.ok());
   ASSERT_EQ(lax->transport.payload.size(), 4u);
   EXPECT_EQ(lax->transport.payload[3], 4);
+}
+
+// ---- RoCE v1: the fabric switches GRH packets at L2 (docs/links.md, "RoCE v1 in the fabric") ----
+
+// Three hosts on the left switch of a dumbbell (one segment) and one on the right.
+fabric::TopologySpec v1_segment(double bit_error_rate) {
+  fabric::TopologySpec t = dumbbell(3, 1, 0);
+  t.link.bit_error_rate = bit_error_rate;
+  return t;
+}
+
+// A ring of three flows on the left switch, 512 KiB each, all v1 or all v2.
+RunResult run_ring(const WorldConfig& cfg, double bit_error_rate, bool roce_v1) {
+  auto w = World::create(cfg, v1_segment(bit_error_rate));
+  EXPECT_TRUE(w.ok()) << w.error();
+  if (!w.ok()) return {};
+  World& world = **w;
+  for (fabric::HostId h = 0; h < 3; ++h) {
+    FlowSpec f{h, (h + 1) % 3, 512 * 1024, 0};
+    f.roce_v1 = roce_v1;
+    EXPECT_EQ(world.add_flow(f), static_cast<int>(h));
+  }
+  return world.run();
+}
+
+// Every packet of a v1 flow, ACKs included, crosses the fabric as GRH + BTH .. ICRC: the bytes
+// delivered are exactly the payload plus, per packet, a 40-byte GRH where RoCEv2 has 28 bytes of
+// IPv4 and UDP (the same flows over v2 as the control).
+TEST(LabRoceV1, FlowsOnOneSwitchGoAsGrhPackets) {
+  constexpr uint64_t kFlowBytes = 512 * 1024;
+  // 1024-byte path MTU; each packet a WRITE ONLY with its own RETH (WriteSegments::kPerPacket).
+  constexpr uint64_t kDataPackets = 3 * kFlowBytes / 1024;
+  constexpr uint64_t kBth = 12, kReth = 16, kAeth = 4, kIcrc = 4;
+  for (const bool v1 : {true, false}) {
+    SCOPED_TRACE(v1 ? "v1" : "v2");
+    const RunResult r = run_ring(WorldConfig{}, 0, v1);
+    ASSERT_TRUE(r.ok) << r.failure;
+    for (size_t i = 0; i < 3; ++i) {
+      EXPECT_TRUE(r.flows[i].verified) << i;
+      EXPECT_EQ(r.flows[i].errors, 0u) << i;
+      EXPECT_EQ(r.flows[i].sender.retransmitted_packets, 0u) << i;
+    }
+    ASSERT_GT(r.fabric.delivered, kDataPackets);
+    const uint64_t acks = r.fabric.delivered - kDataPackets;
+    const uint64_t network = v1 ? 40 : 20 + 8;
+    EXPECT_EQ(r.fabric.delivered_bytes, 3 * kFlowBytes +
+                                            kDataPackets * (network + kBth + kReth + kIcrc) +
+                                            acks * (network + kBth + kAeth + kIcrc));
+    EXPECT_EQ(r.fabric.refused_v1_off_segment, 0u);
+    EXPECT_EQ(r.link_tx_errors, 0u);
+    EXPECT_EQ(r.link_rx_drops, 0u);
+  }
+}
+
+// Loss: bit errors on every link drop frames (the FCS), v1 data and ACKs alike. Every flow must
+// still deliver every byte exactly (verified where it lands, no error completion), with the
+// losses recovered by retransmission; and the run is a function of its seed.
+TEST(LabRoceV1, FlowsRecoverBitErrorLossExactly) {
+  WorldConfig cfg;
+  cfg.seed = 17;
+  const RunResult r = run_ring(cfg, 2e-6, true);
+  ASSERT_TRUE(r.ok) << r.failure;
+  uint64_t retransmitted = 0;
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_TRUE(r.flows[i].verified) << i;
+    EXPECT_EQ(r.flows[i].errors, 0u) << i;
+    retransmitted += r.flows[i].sender.retransmitted_packets;
+  }
+  EXPECT_GT(r.fabric.drops_bit_error, 0u);
+  EXPECT_GT(retransmitted, 0u);
+  EXPECT_EQ(r.fabric.refused_v1_off_segment, 0u);
+  EXPECT_EQ(r.link_tx_errors, 0u);
+
+  const RunResult again = run_ring(cfg, 2e-6, true);
+  ASSERT_TRUE(again.ok) << again.failure;
+  EXPECT_EQ(again.fabric.drops_bit_error, r.fabric.drops_bit_error);
+  EXPECT_EQ(again.fabric.delivered_bytes, r.fabric.delivered_bytes);
+  for (size_t i = 0; i < 3; ++i) {
+    EXPECT_EQ(again.flows[i].done_ns, r.flows[i].done_ns) << i;
+    EXPECT_EQ(again.flows[i].sender.retransmitted_packets, r.flows[i].sender.retransmitted_packets)
+        << i;
+  }
+}
+
+// v1 cannot cross the switch-to-switch link: the flow's path is refused when the QPs are
+// connected, and a v2 flow between the same hosts is not.
+TEST(LabRoceV1, FlowOffTheSegmentIsRefused) {
+  auto w = World::create(WorldConfig{}, v1_segment(0));
+  ASSERT_TRUE(w.ok()) << w.error();
+  FlowSpec across{0, 3, 64 * 1024, 0};
+  across.roce_v1 = true;
+  EXPECT_EQ((*w)->add_flow(across), -1);
+  across.roce_v1 = false;
+  EXPECT_EQ((*w)->add_flow(across), 0);
+  const RunResult r = (*w)->run();
+  ASSERT_TRUE(r.ok) << r.failure;
+  EXPECT_TRUE(r.flows[0].verified);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
-// Known-answer tests against scapy's RoCE layer: tests/vectors/roce_scapy.txt holds packets scapy
-// built (scripts/gen-wire-vectors.py) with the fields they were built from. uroce must parse each
-// into those fields, ICRC included, and build the same bytes from them.
+// Known-answer tests against scapy's RoCE layer: tests/vectors/roce_scapy.txt (RoCEv2) and
+// roce_v1_scapy.txt (RoCE v1) hold packets scapy built (scripts/gen-wire-vectors.py) with the
+// fields they were built from. uroce must parse each into those fields, ICRC included, and build
+// the same bytes from them.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -42,8 +43,8 @@ struct Vector {
   }
 };
 
-std::vector<Vector> load_vectors() {
-  const std::string path = std::string(UROCE_SOURCE_DIR) + "/tests/vectors/roce_scapy.txt";
+std::vector<Vector> load_vectors(const std::string& file = "roce_scapy.txt") {
+  const std::string path = std::string(UROCE_SOURCE_DIR) + "/tests/vectors/" + file;
   std::ifstream in(path);
   EXPECT_TRUE(in.good()) << "cannot open " << path;
   std::vector<Vector> out;
@@ -93,6 +94,7 @@ TransportHeaders headers_of(const Vector& v) {
   if (info.has(kDeth))
     h.deth = {static_cast<uint32_t>(v.num("deth_qkey")),
               static_cast<uint32_t>(v.num("deth_srcqp"))};
+  if (info.has(kXrcEth)) h.xrc_srqn = static_cast<uint32_t>(v.num("xrc_srqn"));
   return h;
 }
 
@@ -155,6 +157,9 @@ void expect_headers_equal(const std::string& name, const TransportHeaders& want,
   if (info.has(kDeth)) {
     EXPECT_EQ(got.deth.qkey, want.deth.qkey);
     EXPECT_EQ(got.deth.src_qp, want.deth.src_qp);
+  }
+  if (info.has(kXrcEth)) {
+    EXPECT_EQ(got.xrc_srqn, want.xrc_srqn);
   }
 }
 
@@ -271,6 +276,120 @@ TEST(WireVectors, UroceBuildsScapyBytes) {
     auto parsed = parse_udp_payload(ep, std::span(want).subspan(udp_csum + 2));
     ASSERT_TRUE(parsed.ok()) << to_string(parsed.error());
     expect_headers_equal(v.name, headers_of(v), parsed->hdr);
+  }
+}
+
+// ---- RoCE v1: EtherType 0x8915, GRH, BTH .. ICRC (annex A16), from roce_v1_scapy.txt ----
+
+Gid gid_of(const Vector& v, const std::string& k) {
+  const auto bytes = v.hex(k);
+  Gid g{};
+  EXPECT_EQ(bytes.size(), g.size()) << v.name << ": " << k;
+  std::copy_n(bytes.begin(), std::min(bytes.size(), g.size()), g.begin());
+  return g;
+}
+
+Grh grh_of(const Vector& v) {
+  Grh g;
+  g.traffic_class = static_cast<uint8_t>(v.num("tclass"));
+  g.flow_label = static_cast<uint32_t>(v.num("flow"));
+  g.hop_limit = static_cast<uint8_t>(v.num("hop"));
+  g.sgid = gid_of(v, "sgid");
+  g.dgid = gid_of(v, "dgid");
+  return g;
+}
+
+bool is_frame(const Vector& v) {
+  return v.fields.at("layer") == "v1eth";
+}
+
+TEST(WireV1Vectors, FileCoversTheHeadersPadsAndFrames) {
+  const auto vectors = load_vectors("roce_v1_scapy.txt");
+  ASSERT_GE(vectors.size(), 20u);
+  std::set<uint64_t> pads, tclasses;
+  std::set<std::string> sgids;
+  int frames = 0, tagged = 0;
+  uint16_t headers = 0;
+  for (const auto& v : vectors) {
+    pads.insert(v.num("pad"));
+    tclasses.insert(v.num("tclass"));
+    sgids.insert(v.fields.at("sgid"));
+    if (is_frame(v)) {
+      ++frames;
+      tagged += v.snum("vlan") >= 0;
+    }
+    headers |= opcode_info(static_cast<uint8_t>(v.num("opcode"))).headers;
+  }
+  EXPECT_EQ(pads, (std::set<uint64_t>{0, 1, 2, 3}));
+  EXPECT_GE(tclasses.size(), 3u);
+  EXPECT_GE(sgids.size(), 2u);  // IPv4-mapped and IPv6 GIDs
+  EXPECT_GE(frames, 3);
+  EXPECT_GE(tagged, 2);
+  EXPECT_EQ(headers, kDeth | kXrcEth | kReth | kAtomicEth | kAeth | kAtomicAckEth | kImmDt | kIeth);
+}
+
+// scapy's v1 packets and frames parse in uroce into the fields they were built from, ICRC
+// included.
+TEST(WireV1Vectors, ScapyPacketsParseWithMatchingFields) {
+  for (const auto& v : load_vectors("roce_v1_scapy.txt")) {
+    SCOPED_TRACE(v.name);
+    const std::vector<uint8_t> bytes = v.hex("bytes");
+    RoceV1Packet pkt;
+    if (is_frame(v)) {
+      auto f = parse_v1_frame(bytes);
+      ASSERT_TRUE(f.ok()) << to_string(f.error());
+      const auto dst = v.hex("eth_dst"), src = v.hex("eth_src");
+      EXPECT_TRUE(std::equal(dst.begin(), dst.end(), f->eth.dst.begin()));
+      EXPECT_TRUE(std::equal(src.begin(), src.end(), f->eth.src.begin()));
+      EXPECT_EQ(f->eth.ethertype, kEthertypeRoceV1);
+      EXPECT_EQ(f->eth.vlan_tci.has_value(), v.snum("vlan") >= 0);
+      if (f->eth.vlan_tci) {
+        EXPECT_EQ(*f->eth.vlan_tci, v.num("vlan"));
+      }
+      pkt = f->packet;
+    } else {
+      auto p = parse_v1_packet(bytes);
+      ASSERT_TRUE(p.ok()) << to_string(p.error());
+      pkt = *p;
+    }
+    const Grh want = grh_of(v);
+    EXPECT_EQ(pkt.grh.traffic_class, want.traffic_class);
+    EXPECT_EQ(pkt.grh.flow_label, want.flow_label);
+    EXPECT_EQ(pkt.grh.hop_limit, want.hop_limit);
+    EXPECT_EQ(pkt.grh.next_header, kGrhNextHeaderIba);
+    EXPECT_EQ(pkt.grh.sgid, want.sgid);
+    EXPECT_EQ(pkt.grh.dgid, want.dgid);
+    const size_t l2 = is_frame(v) ? kEthBytes + (v.snum("vlan") >= 0 ? kVlanBytes : 0) : 0;
+    EXPECT_EQ(pkt.grh.payload_length, bytes.size() - l2 - kGrhBytes);
+    EXPECT_EQ(pkt.icrc, v.num("icrc"));
+    expect_headers_equal(v.name, headers_of(v), pkt.transport.hdr);
+    const auto payload = v.hex("payload");
+    EXPECT_EQ(std::vector<uint8_t>(pkt.transport.payload.begin(), pkt.transport.payload.end()),
+              payload);
+  }
+}
+
+// uroce builds scapy's bytes exactly from the same fields (no UDP checksum to differ in v1).
+TEST(WireV1Vectors, UroceBuildsScapyBytes) {
+  for (const auto& v : load_vectors("roce_v1_scapy.txt")) {
+    SCOPED_TRACE(v.name);
+    const std::vector<uint8_t> want = v.hex("bytes");
+    std::vector<uint8_t> got(want.size() + 64);
+    uint32_t l2 = 0;
+    if (is_frame(v)) {
+      Ethernet eth;
+      const auto dst = v.hex("eth_dst"), src = v.hex("eth_src");
+      std::copy(dst.begin(), dst.end(), eth.dst.begin());
+      std::copy(src.begin(), src.end(), eth.src.begin());
+      if (v.snum("vlan") >= 0) eth.vlan_tci = static_cast<uint16_t>(v.num("vlan"));
+      eth.ethertype = kEthertypeRoceV1;
+      l2 = write_ethernet(eth, got);
+    }
+    const uint32_t n =
+        build_v1_packet(grh_of(v), headers_of(v), v.hex("payload"), std::span(got).subspan(l2));
+    ASSERT_GT(n, 0u);
+    got.resize(l2 + n);
+    EXPECT_EQ(got, want);
   }
 }
 

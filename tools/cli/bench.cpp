@@ -574,6 +574,8 @@ NodeOptions node_options(const BenchOptions& o, const BenchParams& p) {
   n.roce_v1 = o.roce_v1;
   n.vlan_id = o.vlan_id;
   n.raw_unbatched = o.raw_unbatched;
+  n.xdp_zero_copy = o.xdp_zero_copy;
+  n.xdp_generic = o.xdp_generic;
   n.congestion = o.congestion;
   n.loss_recovery = o.loss_recovery;
   n.write_segments = o.write_segments;

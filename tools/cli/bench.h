@@ -27,6 +27,8 @@ struct BenchOptions {
   bool roce_v1 = false;        // raw link: send RoCE v1 frames
   int vlan_id = -1;            // raw link: 802.1Q VLAN ID (0: priority tag only); -1: untagged
   bool raw_unbatched = false;  // raw link: a system call per frame
+  bool xdp_zero_copy = false;  // xdp link: XDP_ZEROCOPY
+  bool xdp_generic = false;    // xdp link: generic (skb) mode XDP
   std::string stats_path;      // counters of both sides, "side.name value" per line
   bool print_counters = false;
   bool quiet = false;

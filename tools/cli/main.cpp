@@ -81,6 +81,11 @@ void add_bench(CLI::App& app, BenchCli& b) {
       ->check(CLI::Range(0, 4095));
   c->add_flag("--raw-unbatched", b.o.raw_unbatched,
               "raw link: a send() / recv() per frame instead of sendmmsg / recvmmsg batches");
+  c->add_flag(
+      "--xdp-zero-copy", b.o.xdp_zero_copy,
+      "xdp link: bind the AF_XDP socket with XDP_ZEROCOPY (fails where the driver lacks it)");
+  c->add_flag("--xdp-generic", b.o.xdp_generic,
+              "xdp link: attach the XDP program in generic (skb) mode instead of the driver's");
   c->add_option("--pcap", b.o.pcap_path, "capture every frame sent and received to FILE");
   c->add_flag("--stats", b.o.print_counters, "print both sides' counters at the end");
   c->add_option("--stats-file", b.o.stats_path, "write both sides' counters to FILE (uroce stat)");

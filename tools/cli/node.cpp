@@ -35,6 +35,8 @@ std::unique_ptr<Node> Node::open(const NodeOptions& options, std::string& error)
     no.link.raw.mmsg = false;
     no.link.raw.tx_batch = 1;
   }
+  no.link.xdp.zero_copy = options.xdp_zero_copy;
+  no.link.xdp.generic_mode = options.xdp_generic;
   no.link.pcap_path = options.pcap_path;
   no.device.name = "uroce0";
   no.device.port.active_mtu = Mtu::k4096;

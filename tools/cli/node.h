@@ -30,6 +30,8 @@ struct NodeOptions {
   bool roce_v1 = false;        // raw link: RoCE v1 frames
   int vlan_id = -1;            // raw link: 802.1Q VLAN ID; -1: untagged
   bool raw_unbatched = false;  // raw link: a system call per frame (RawLinkOptions::mmsg off)
+  bool xdp_zero_copy = false;  // xdp link: bind the socket with XDP_ZEROCOPY
+  bool xdp_generic = false;    // xdp link: attach the program in generic (skb) mode
   // Per-QP switches (verbs::QpInitAttr): DCQCN off by default; selective repeat needs both ends.
   CongestionConfig congestion;
   LossRecovery loss_recovery = LossRecovery::kGoBackN;
