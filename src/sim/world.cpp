@@ -265,7 +265,7 @@ void World::post_more(Flow& f) {
 }
 
 void World::poll_completions(Node& n, Nanos now) {
-  std::array<transport::Completion, 64> wc;
+  auto& wc = polled_;
   for (;;) {
     const size_t got = n.cq->poll(wc);
     for (size_t i = 0; i < got; ++i) {
