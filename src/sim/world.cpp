@@ -79,6 +79,7 @@ World::World(const WorldConfig& config, std::unique_ptr<fabric::EventLoop> loop,
     verbs::DeviceConfig dc;
     dc.name = "uroce" + std::to_string(h);
     dc.port.active_mtu = verbs::Mtu::k4096;
+    dc.single_threaded = true;  // the world core's thread makes every call
     dc.attr.max_mr = config_.max_mr;
     dc.attr.max_mw = config_.max_mw;
     Node* np = node.get();
