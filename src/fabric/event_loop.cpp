@@ -31,6 +31,7 @@ bool EventLoop::admit(Nanos time) {
 }
 
 void EventLoop::counted_pending() {
+  peeked_valid_ = false;
   ++counters_.scheduled;
   if (pending() > counters_.max_pending) counters_.max_pending = pending();
 }
@@ -116,12 +117,15 @@ const Event* EventLoop::earliest_ordinary() const {
 }
 
 const Event* EventLoop::peek() const {
+  if (peeked_valid_) return peeked_;
   const Event* best = earliest_ordinary();
   if (!late_.empty() && (best == nullptr || later(*best, late_.front()))) best = &late_.front();
   if (!keyed_heap_.empty()) {
-    const Event* k = &keyed_[keyed_heap_.front()];
+    const Event* k = &keyed_[keyed_heap_.front().key];
     if (best == nullptr || later(*best, *k)) best = k;
   }
+  peeked_ = best;
+  peeked_valid_ = true;
   return best;
 }
 
@@ -167,67 +171,73 @@ bool EventLoop::schedule_keyed_late_at(uint32_t key, Nanos time, uint64_t order,
     keyed_.resize(key + 1);
     keyed_pos_.resize(key + 1, kNotQueued);
   }
-  if (keyed_pos_[key] != kNotQueued) {
-    keyed_remove(key);  // superseded: it never runs
-  } else if (pending() >= max_pending_) {
+  if (keyed_pos_[key] == kNotQueued && pending() >= max_pending_) {
     ++counters_.rejected_full;
     return false;
   }
   keyed_[key] = Event{time, next_seq_++, &target, arg, order, kind, true};
-  keyed_heap_.push_back(key);
-  keyed_pos_[key] = static_cast<uint32_t>(keyed_heap_.size() - 1);
-  keyed_sift_up(keyed_heap_.size() - 1);
-  ++counters_.scheduled;
-  if (pending() > counters_.max_pending) counters_.max_pending = pending();
+  const Keyed k{time, order, keyed_[key].seq, key};
+  if (keyed_pos_[key] != kNotQueued) {  // superseded: the pending one never runs
+    const size_t i = keyed_pos_[key];
+    keyed_heap_[i] = k;
+    keyed_sift_up(i);
+    keyed_sift_down(keyed_pos_[key]);
+  } else {
+    keyed_heap_.push_back(k);
+    keyed_pos_[key] = static_cast<uint32_t>(keyed_heap_.size() - 1);
+    keyed_sift_up(keyed_heap_.size() - 1);
+  }
+  counted_pending();
   return true;
 }
 
-void EventLoop::keyed_place(size_t i, uint32_t key) {
-  keyed_heap_[i] = key;
-  keyed_pos_[key] = static_cast<uint32_t>(i);
+void EventLoop::keyed_place(size_t i, const Keyed& k) {
+  keyed_heap_[i] = k;
+  keyed_pos_[k.key] = static_cast<uint32_t>(i);
 }
 
 void EventLoop::keyed_sift_up(size_t i) {
-  const uint32_t key = keyed_heap_[i];
+  const Keyed k = keyed_heap_[i];
   while (i > 0) {
     const size_t parent = (i - 1) / 2;
-    if (!later(keyed_[keyed_heap_[parent]], keyed_[key])) break;
+    if (!keyed_later(keyed_heap_[parent], k)) break;
     keyed_place(i, keyed_heap_[parent]);
     i = parent;
   }
-  keyed_place(i, key);
+  keyed_place(i, k);
 }
 
 void EventLoop::keyed_sift_down(size_t i) {
   const size_t n = keyed_heap_.size();
-  const uint32_t key = keyed_heap_[i];
+  const Keyed k = keyed_heap_[i];
   for (;;) {
     size_t child = 2 * i + 1;
     if (child >= n) break;
-    if (child + 1 < n && later(keyed_[keyed_heap_[child]], keyed_[keyed_heap_[child + 1]])) ++child;
-    if (!later(keyed_[key], keyed_[keyed_heap_[child]])) break;
+    if (child + 1 < n && keyed_later(keyed_heap_[child], keyed_heap_[child + 1])) ++child;
+    if (!keyed_later(k, keyed_heap_[child])) break;
     keyed_place(i, keyed_heap_[child]);
     i = child;
   }
-  keyed_place(i, key);
+  keyed_place(i, k);
 }
 
 void EventLoop::keyed_remove(uint32_t key) {
   const size_t i = keyed_pos_[key];
   keyed_pos_[key] = kNotQueued;
-  const uint32_t last = keyed_heap_.back();
+  const Keyed last = keyed_heap_.back();
   keyed_heap_.pop_back();
   if (i == keyed_heap_.size()) return;
   keyed_place(i, last);
   keyed_sift_up(i);
-  keyed_sift_down(keyed_pos_[last]);
+  keyed_sift_down(keyed_pos_[last.key]);
 }
 
 Event EventLoop::pop() {
   const Event* next = peek();
+  peeked_valid_ = false;
   if (next->late) {
-    if (!keyed_heap_.empty() && next == &keyed_[keyed_heap_.front()]) {
-      const uint32_t key = keyed_heap_.front();
+    if (!keyed_heap_.empty() && next == &keyed_[keyed_heap_.front().key]) {
+      const uint32_t key = keyed_heap_.front().key;
       keyed_remove(key);
       return keyed_[key];
     }
@@ -252,6 +262,12 @@ Event EventLoop::pop() {
       wheel_front_ = f.head;
     }
     --wheel_count_;
+    // The next event's slot was last touched when it was scheduled, long enough ago to have left
+    // the cache: fetch it while this event runs.
+    if (wheel_count_ > 0) {
+      if (wheel_front_ == kNil) wheel_front_ = wheel_[busy_bucket_from(bucket)].head;
+      __builtin_prefetch(&slots_[wheel_front_]);
+    }
   } else {
     slot = far_.front().slot;
     far_.front() = far_.back();

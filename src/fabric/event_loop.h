@@ -154,6 +154,9 @@ class EventLoop {
   size_t wheel_count_ = 0;
   // The wheel's earliest event's slot, or kNil when not known (found again by the next peek).
   mutable uint32_t wheel_front_ = kNil;
+  // What peek() found, until the next schedule or step (a driver peeks several times per event).
+  mutable const Event* peeked_ = nullptr;
+  mutable bool peeked_valid_ = false;
 
   // Ordinary events beyond the wheel's span: a 4-ary heap of (time, seq, slot).
   struct Far {
@@ -172,15 +175,27 @@ class EventLoop {
   // Late events not keyed (rare: the world core's round ticker), a binary heap.
   std::vector<Event> late_;
 
-  // The keyed events: keyed_[key] is the event, keyed_heap_ a binary heap of keys,
-  // keyed_pos_[key] its index there (kNotQueued if none is pending).
+  // The keyed events: keyed_[key] is the event, keyed_heap_ a binary heap of their sort keys
+  // (copied in, so sifting reads no event), keyed_pos_[key] its index there (kNotQueued if none is
+  // pending). A superseding event takes its key's place and sifts from there.
   static constexpr uint32_t kNotQueued = ~uint32_t{0};
-  void keyed_place(size_t i, uint32_t key);
+  struct Keyed {
+    Nanos time;
+    uint64_t order;
+    uint64_t seq;
+    uint32_t key;
+  };
+  static bool keyed_later(const Keyed& a, const Keyed& b) {
+    if (a.time != b.time) return a.time > b.time;
+    if (a.order != b.order) return a.order > b.order;
+    return a.seq > b.seq;
+  }
+  void keyed_place(size_t i, const Keyed& k);
   void keyed_sift_up(size_t i);
   void keyed_sift_down(size_t i);
   void keyed_remove(uint32_t key);
   std::vector<Event> keyed_;
-  std::vector<uint32_t> keyed_heap_;
+  std::vector<Keyed> keyed_heap_;
   std::vector<uint32_t> keyed_pos_;
 
   uint64_t seed_;
