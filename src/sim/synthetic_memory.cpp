@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "common/check.h"
+#include "link/ip_packet_io.h"
 
 namespace uroce::sim {
 
@@ -131,7 +132,8 @@ uint64_t count_synthetic_mismatches(uint64_t iova, std::span<const uint8_t> byte
 SyntheticMemory::SyntheticMemory(size_t bytes, size_t max_access_bytes)
     : size_(bytes),
       read_ring_(2 * std::min<size_t>(max_access_bytes, kSyntheticPlacementBytes) + 16 * 4096),
-      landing_(std::min<size_t>(max_access_bytes, kSyntheticPlacementBytes)) {
+      landing_(std::min<size_t>(max_access_bytes, kSyntheticPlacementBytes)),
+      rebuild_(link::kMaxIpPacketBytes) {
   void* p = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   UROCE_CHECK(p != MAP_FAILED);
   base_ = static_cast<uint8_t*>(p);
