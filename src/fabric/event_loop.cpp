@@ -1,6 +1,7 @@
 #include "fabric/event_loop.h"
 
 #include <algorithm>
+#include <bit>
 #include <utility>
 
 #include "common/check.h"
@@ -8,22 +9,17 @@
 namespace uroce::fabric {
 
 EventLoop::EventLoop(uint64_t seed, size_t max_pending)
-    : seed_(seed), rng_(seed), max_pending_(max_pending) {
-  UROCE_CHECK(max_pending > 0);
-  heap_.reserve(max_pending);
+    : wheel_(kWheelSpan),
+      busy_(kWheelSpan / 64),
+      busy_words_(kWheelSpan / 64 / 64),
+      seed_(seed),
+      rng_(seed),
+      max_pending_(max_pending) {
+  UROCE_CHECK(max_pending > 0 && max_pending < kNil);
 }
 
-bool EventLoop::schedule_at(Nanos time, EventTarget& target, uint32_t kind, uint64_t arg) {
-  return push(Event{time, 0, &target, arg, 0, kind, false});
-}
-
-bool EventLoop::schedule_late_at(Nanos time, uint64_t order, EventTarget& target, uint32_t kind,
-                                 uint64_t arg) {
-  return push(Event{time, 0, &target, arg, order, kind, true});
-}
-
-bool EventLoop::push(const Event& event) {
-  if (event.time < now_) {
+bool EventLoop::admit(Nanos time) {
+  if (time < now_) {
     ++counters_.rejected_past;
     return false;
   }
@@ -31,40 +27,134 @@ bool EventLoop::push(const Event& event) {
     ++counters_.rejected_full;
     return false;
   }
-  heap_.push_back(event);
-  heap_.back().seq = next_seq_++;
-  sift_up(heap_.size() - 1);
-  ++counters_.scheduled;
-  if (pending() > counters_.max_pending) counters_.max_pending = pending();
   return true;
 }
 
-void EventLoop::sift_up(size_t i) {
-  Event e = heap_[i];
-  while (i > 0) {
-    const size_t parent = (i - 1) / kArity;
-    if (!later(heap_[parent], e)) break;
-    heap_[i] = heap_[parent];
-    i = parent;
-  }
-  heap_[i] = e;
+void EventLoop::counted_pending() {
+  peeked_valid_ = false;
+  ++counters_.scheduled;
+  if (pending() > counters_.max_pending) counters_.max_pending = pending();
 }
 
-void EventLoop::sift_down(size_t i) {
-  const size_t n = heap_.size();
-  Event e = heap_[i];
+uint32_t EventLoop::take_slot(const Event& e) {
+  uint32_t slot;
+  if (free_slots_.empty()) {
+    slot = static_cast<uint32_t>(slots_.size());
+    slots_.push_back(Slot{e, kNil});
+  } else {
+    slot = free_slots_.back();
+    free_slots_.pop_back();
+    slots_[slot] = Slot{e, kNil};
+  }
+  return slot;
+}
+
+bool EventLoop::schedule_at(Nanos time, EventTarget& target, uint32_t kind, uint64_t arg) {
+  if (!admit(time)) return false;
+  const Event e{time, next_seq_++, &target, arg, 0, kind, false};
+  const uint32_t slot = take_slot(e);
+  if (time - now_ < kWheelSpan) {
+    wheel_append(slot);
+  } else {
+    far_.push_back(Far{time, e.seq, slot});
+    far_sift_up(far_.size() - 1);
+  }
+  counted_pending();
+  return true;
+}
+
+bool EventLoop::schedule_late_at(Nanos time, uint64_t order, EventTarget& target, uint32_t kind,
+                                 uint64_t arg) {
+  if (!admit(time)) return false;
+  late_.push_back(Event{time, next_seq_++, &target, arg, order, kind, true});
+  std::push_heap(late_.begin(), late_.end(), later);
+  counted_pending();
+  return true;
+}
+
+void EventLoop::wheel_append(uint32_t slot) {
+  const Nanos time = slots_[slot].event.time;
+  const size_t bucket = time & kWheelMask;
+  Fifo& f = wheel_[bucket];
+  if (f.tail == kNil) {
+    f.head = slot;
+    busy_[bucket / 64] |= uint64_t{1} << (bucket % 64);
+    busy_words_[bucket / 4096] |= uint64_t{1} << (bucket / 64 % 64);
+  } else {
+    slots_[f.tail].next = slot;
+  }
+  f.tail = slot;
+  ++wheel_count_;
+  // A known front stays the front unless this one is earlier (a later one at the same time queues
+  // behind it).
+  if (wheel_front_ != kNil && time < slots_[wheel_front_].event.time) wheel_front_ = slot;
+}
+
+size_t EventLoop::busy_bucket_from(size_t bucket) const {
+  // Within the bucket's own word, then the next non-zero word by the summary, then from 0.
+  size_t word = bucket / 64;
+  uint64_t bits = busy_[word] & (~uint64_t{0} << (bucket % 64));
+  if (bits != 0) return word * 64 + static_cast<size_t>(std::countr_zero(bits));
+  for (size_t w = word + 1;;) {
+    if (w >= busy_.size()) w = 0;
+    // Summary bits of words at or after w.
+    const size_t sw = w / 64;
+    uint64_t summary = busy_words_[sw] & (~uint64_t{0} << (w % 64));
+    if (summary != 0) {
+      const size_t found = sw * 64 + static_cast<size_t>(std::countr_zero(summary));
+      return found * 64 + static_cast<size_t>(std::countr_zero(busy_[found]));
+    }
+    w = (sw + 1) * 64;
+  }
+}
+
+const Event* EventLoop::earliest_ordinary() const {
+  if (wheel_count_ > 0) {
+    if (wheel_front_ == kNil) wheel_front_ = wheel_[busy_bucket_from(now_ & kWheelMask)].head;
+    return &slots_[wheel_front_].event;
+  }
+  return far_.empty() ? nullptr : &slots_[far_.front().slot].event;
+}
+
+const Event* EventLoop::peek() const {
+  if (peeked_valid_) return peeked_;
+  const Event* best = earliest_ordinary();
+  if (!late_.empty() && (best == nullptr || later(*best, late_.front()))) best = &late_.front();
+  if (!keyed_heap_.empty()) {
+    const Event* k = &keyed_[keyed_heap_.front().key];
+    if (best == nullptr || later(*best, *k)) best = k;
+  }
+  peeked_ = best;
+  peeked_valid_ = true;
+  return best;
+}
+
+void EventLoop::far_sift_up(size_t i) {
+  const Far e = far_[i];
+  while (i > 0) {
+    const size_t parent = (i - 1) / kArity;
+    if (!far_later(far_[parent], e)) break;
+    far_[i] = far_[parent];
+    i = parent;
+  }
+  far_[i] = e;
+}
+
+void EventLoop::far_sift_down(size_t i) {
+  const size_t n = far_.size();
+  const Far e = far_[i];
   for (;;) {
     const size_t first = kArity * i + 1;
     if (first >= n) break;
     size_t child = first;
     const size_t end = std::min(first + kArity, n);
     for (size_t c = first + 1; c < end; ++c)
-      if (later(heap_[child], heap_[c])) child = c;
-    if (!later(e, heap_[child])) break;
-    heap_[i] = heap_[child];
+      if (far_later(far_[child], far_[c])) child = c;
+    if (!far_later(e, far_[child])) break;
+    far_[i] = far_[child];
     i = child;
   }
-  heap_[i] = e;
+  far_[i] = e;
 }
 
 bool EventLoop::schedule_keyed_late_at(uint32_t key, Nanos time, uint64_t order,
@@ -81,74 +171,125 @@ bool EventLoop::schedule_keyed_late_at(uint32_t key, Nanos time, uint64_t order,
     keyed_.resize(key + 1);
     keyed_pos_.resize(key + 1, kNotQueued);
   }
-  if (keyed_pos_[key] != kNotQueued) {
-    keyed_remove(key);  // superseded: it never runs
-  } else if (pending() >= max_pending_) {
+  if (keyed_pos_[key] == kNotQueued && pending() >= max_pending_) {
     ++counters_.rejected_full;
     return false;
   }
   keyed_[key] = Event{time, next_seq_++, &target, arg, order, kind, true};
-  keyed_heap_.push_back(key);
-  keyed_pos_[key] = static_cast<uint32_t>(keyed_heap_.size() - 1);
-  keyed_sift_up(keyed_heap_.size() - 1);
-  ++counters_.scheduled;
-  if (pending() > counters_.max_pending) counters_.max_pending = pending();
+  const Keyed k{time, order, keyed_[key].seq, key};
+  if (keyed_pos_[key] != kNotQueued) {  // superseded: the pending one never runs
+    const size_t i = keyed_pos_[key];
+    keyed_heap_[i] = k;
+    keyed_sift_up(i);
+    keyed_sift_down(keyed_pos_[key]);
+  } else {
+    keyed_heap_.push_back(k);
+    keyed_pos_[key] = static_cast<uint32_t>(keyed_heap_.size() - 1);
+    keyed_sift_up(keyed_heap_.size() - 1);
+  }
+  counted_pending();
   return true;
 }
 
-void EventLoop::keyed_place(size_t i, uint32_t key) {
-  keyed_heap_[i] = key;
-  keyed_pos_[key] = static_cast<uint32_t>(i);
+void EventLoop::keyed_place(size_t i, const Keyed& k) {
+  keyed_heap_[i] = k;
+  keyed_pos_[k.key] = static_cast<uint32_t>(i);
 }
 
 void EventLoop::keyed_sift_up(size_t i) {
-  const uint32_t key = keyed_heap_[i];
+  const Keyed k = keyed_heap_[i];
   while (i > 0) {
     const size_t parent = (i - 1) / 2;
-    if (!later(keyed_[keyed_heap_[parent]], keyed_[key])) break;
+    if (!keyed_later(keyed_heap_[parent], k)) break;
     keyed_place(i, keyed_heap_[parent]);
     i = parent;
   }
-  keyed_place(i, key);
+  keyed_place(i, k);
 }
 
 void EventLoop::keyed_sift_down(size_t i) {
   const size_t n = keyed_heap_.size();
-  const uint32_t key = keyed_heap_[i];
+  const Keyed k = keyed_heap_[i];
   for (;;) {
     size_t child = 2 * i + 1;
     if (child >= n) break;
-    if (child + 1 < n && later(keyed_[keyed_heap_[child]], keyed_[keyed_heap_[child + 1]])) ++child;
-    if (!later(keyed_[key], keyed_[keyed_heap_[child]])) break;
+    if (child + 1 < n && keyed_later(keyed_heap_[child], keyed_heap_[child + 1])) ++child;
+    if (!keyed_later(k, keyed_heap_[child])) break;
     keyed_place(i, keyed_heap_[child]);
     i = child;
   }
-  keyed_place(i, key);
+  keyed_place(i, k);
 }
 
 void EventLoop::keyed_remove(uint32_t key) {
   const size_t i = keyed_pos_[key];
   keyed_pos_[key] = kNotQueued;
-  const uint32_t last = keyed_heap_.back();
+  const Keyed last = keyed_heap_.back();
   keyed_heap_.pop_back();
   if (i == keyed_heap_.size()) return;
   keyed_place(i, last);
   keyed_sift_up(i);
-  keyed_sift_down(keyed_pos_[last]);
+  keyed_sift_down(keyed_pos_[last.key]);
 }
 
 Event EventLoop::pop() {
-  if (!keyed_heap_.empty() &&
-      (heap_.empty() || later(heap_.front(), keyed_[keyed_heap_.front()]))) {
-    const uint32_t key = keyed_heap_.front();
-    keyed_remove(key);
-    return keyed_[key];
+  const Event* next = peek();
+  peeked_valid_ = false;
+  if (next->late) {
+    if (!keyed_heap_.empty() && next == &keyed_[keyed_heap_.front().key]) {
+      const uint32_t key = keyed_heap_.front().key;
+      keyed_remove(key);
+      return keyed_[key];
+    }
+    std::pop_heap(late_.begin(), late_.end(), later);
+    const Event e = late_.back();
+    late_.pop_back();
+    return e;
   }
-  Event top = heap_.front();
-  heap_.front() = heap_.back();
-  heap_.pop_back();
-  if (!heap_.empty()) sift_down(0);
-  return top;
+  uint32_t slot;
+  if (wheel_count_ > 0) {
+    slot = wheel_front_;  // peek() found it
+    const size_t bucket = slots_[slot].event.time & kWheelMask;
+    Fifo& f = wheel_[bucket];
+    f.head = slots_[slot].next;
+    if (f.head == kNil) {
+      f.tail = kNil;
+      busy_[bucket / 64] &= ~(uint64_t{1} << (bucket % 64));
+      if (busy_[bucket / 64] == 0)
+        busy_words_[bucket / 4096] &= ~(uint64_t{1} << (bucket / 64 % 64));
+      wheel_front_ = kNil;
+    } else {
+      wheel_front_ = f.head;
+    }
+    --wheel_count_;
+    // The next event's slot was last touched when it was scheduled, long enough ago to have left
+    // the cache: fetch it while this event runs.
+    if (wheel_count_ > 0) {
+      if (wheel_front_ == kNil) wheel_front_ = wheel_[busy_bucket_from(bucket)].head;
+      __builtin_prefetch(&slots_[wheel_front_]);
+    }
+  } else {
+    slot = far_.front().slot;
+    far_.front() = far_.back();
+    far_.pop_back();
+    if (!far_.empty()) far_sift_down(0);
+  }
+  free_slots_.push_back(slot);
+  return slots_[slot].event;
+}
+
+void EventLoop::set_now(Nanos time) {
+  now_ = time;
+  // Far events the wheel's span now reaches move in, earliest first: none of their nanoseconds
+  // had been within the span, so each FIFO they join is empty or holds only moved events, and
+  // stays in scheduling order.
+  while (!far_.empty() && far_.front().time - now_ < kWheelSpan) {
+    const uint32_t slot = far_.front().slot;
+    far_.front() = far_.back();
+    far_.pop_back();
+    if (!far_.empty()) far_sift_down(0);
+    wheel_append(slot);
+  }
 }
 
 void EventLoop::trace(uint64_t value) {
@@ -161,7 +302,7 @@ bool EventLoop::step() {
   if (pending() == 0) return false;
   const Event e = pop();
   UROCE_DCHECK(e.time >= now_);
-  now_ = e.time;
+  if (e.time != now_) set_now(e.time);
   ++counters_.executed;
   trace(e.time);
   trace(uint64_t{e.kind} << 32 ^ e.arg);
@@ -175,13 +316,13 @@ size_t EventLoop::run_until(Nanos deadline, size_t max_events) {
     step();
     ++run;
   }
-  if (deadline != kNever && deadline > now_ && next_time() > deadline) now_ = deadline;
+  if (deadline != kNever && deadline > now_ && next_time() > deadline) set_now(deadline);
   return run;
 }
 
 bool EventLoop::advance_to(Nanos time) {
   if (time < now_ || time > next_time() || time == kNever) return false;
-  now_ = time;
+  set_now(time);
   return true;
 }
 

@@ -5,13 +5,18 @@
 // are event targets too: the world core (sim/world_core.h) schedules a device's progress pass at
 // the deadline its previous pass returned, and a packet arriving for it wakes it.
 //
-// Events are small PODs (target, kind, 64-bit argument) kept in a 4-ary heap ordered by
-// (time, late, order, insertion sequence): two ordinary events due at the same nanosecond run in
-// the order they were scheduled, never in an order that depends on the heap's layout or on pointer
-// values. Late events (schedule_late_at) run after every ordinary event due at their nanosecond,
-// in the order their caller gives: the world core's devices act once the fabric has settled for
-// that instant. There is no per-event allocation: the heap's storage is reserved up to its bound
-// when the loop is made.
+// Events are small PODs (target, kind, 64-bit argument) run in the order (time, late, order,
+// insertion sequence): two ordinary events due at the same nanosecond run in the order they were
+// scheduled, never in an order that depends on the queue's layout or on pointer values. Late
+// events (schedule_late_at) run after every ordinary event due at their nanosecond, in the order
+// their caller gives: the world core's devices act once the fabric has settled for that instant.
+//
+// Ordinary events are nearly all a serialisation time or a link delay ahead, so they sit in a
+// timing wheel of one FIFO per nanosecond over the next kWheelSpan nanoseconds (scheduling and
+// running one is O(1): an append, a pop and a bitmap scan to the next busy nanosecond); only those
+// further ahead wait in a heap and move into the wheel, in order, as the clock comes within the
+// span. Events live in a pool of slots reused through a free list, grown as first needed (no
+// allocation per event once a run has reached its high-water mark).
 //
 // Not thread-safe: one world, one thread. Several worlds may run side by side (no globals).
 #include <cstddef>
@@ -52,6 +57,8 @@ struct EventLoopCounters {
 class EventLoop {
  public:
   static constexpr size_t kDefaultMaxPending = size_t{1} << 16;
+  // How far ahead an ordinary event goes straight into the wheel (nanoseconds).
+  static constexpr Nanos kWheelSpan = Nanos{1} << 13;
 
   explicit EventLoop(uint64_t seed, size_t max_pending = kDefaultMaxPending);
   EventLoop(const EventLoop&) = delete;
@@ -87,13 +94,8 @@ class EventLoop {
     return e == nullptr ? kNever : e->time;
   }
   // The event step() would run next; null if none. Valid until the next schedule or step.
-  const Event* peek() const {
-    const Event* a = heap_.empty() ? nullptr : &heap_.front();
-    const Event* b = keyed_heap_.empty() ? nullptr : &keyed_[keyed_heap_.front()];
-    if (a == nullptr) return b;
-    return b != nullptr && later(*a, *b) ? b : a;
-  }
-  size_t pending() const { return heap_.size() + keyed_heap_.size(); }
+  const Event* peek() const;
+  size_t pending() const { return wheel_count_ + far_.size() + late_.size() + keyed_heap_.size(); }
   size_t capacity() const { return max_pending_; }
 
   // Runs the earliest event (advancing now() to its time). False if there was none.
@@ -121,21 +123,79 @@ class EventLoop {
     if (a.order != b.order) return a.order > b.order;
     return a.seq > b.seq;
   }
-  // A 4-ary heap: half the levels of a binary one, and a node's children share cache lines.
-  static constexpr size_t kArity = 4;
-  bool push(const Event& e);
-  void sift_up(size_t i);
-  void sift_down(size_t i);
+  bool admit(Nanos time);  // the checks and counters every schedule call shares
+  void counted_pending();
+  void set_now(Nanos time);
+  const Event* earliest_ordinary() const;
   Event pop();
-  // The keyed events: keyed_[key] is the event, keyed_heap_ a binary heap of keys,
-  // keyed_pos_[key] its index there (kNotQueued if none is pending).
+
+  // The pool of ordinary events' slots; `next` links a wheel FIFO.
+  static constexpr uint32_t kNil = ~uint32_t{0};
+  struct alignas(64) Slot {  // one cache line each
+    Event event;
+    uint32_t next = kNil;
+  };
+  uint32_t take_slot(const Event& e);
+  std::vector<Slot> slots_;
+  std::vector<uint32_t> free_slots_;
+
+  // The wheel: ordinary events due in [now_, now_ + kWheelSpan), bucket time % kWheelSpan. A bit
+  // per bucket says it is busy, and a bit per 64 buckets says a word of those is non-zero.
+  static constexpr size_t kWheelMask = kWheelSpan - 1;
+  struct Fifo {
+    uint32_t head = kNil;
+    uint32_t tail = kNil;
+  };
+  void wheel_append(uint32_t slot);
+  size_t busy_bucket_from(size_t bucket) const;  // the first busy one at or after, circularly
+  std::vector<Fifo> wheel_;
+  std::vector<uint64_t> busy_;
+  std::vector<uint64_t> busy_words_;
+  size_t wheel_count_ = 0;
+  // The wheel's earliest event's slot, or kNil when not known (found again by the next peek).
+  mutable uint32_t wheel_front_ = kNil;
+  // What peek() found, until the next schedule or step (a driver peeks several times per event).
+  mutable const Event* peeked_ = nullptr;
+  mutable bool peeked_valid_ = false;
+
+  // Ordinary events beyond the wheel's span: a 4-ary heap of (time, seq, slot).
+  struct Far {
+    Nanos time;
+    uint64_t seq;
+    uint32_t slot;
+  };
+  static bool far_later(const Far& a, const Far& b) {
+    return a.time != b.time ? a.time > b.time : a.seq > b.seq;
+  }
+  static constexpr size_t kArity = 4;
+  void far_sift_up(size_t i);
+  void far_sift_down(size_t i);
+  std::vector<Far> far_;
+
+  // Late events not keyed (rare: the world core's round ticker), a binary heap.
+  std::vector<Event> late_;
+
+  // The keyed events: keyed_[key] is the event, keyed_heap_ a binary heap of their sort keys
+  // (copied in, so sifting reads no event), keyed_pos_[key] its index there (kNotQueued if none is
+  // pending). A superseding event takes its key's place and sifts from there.
   static constexpr uint32_t kNotQueued = ~uint32_t{0};
-  void keyed_place(size_t i, uint32_t key);
+  struct Keyed {
+    Nanos time;
+    uint64_t order;
+    uint64_t seq;
+    uint32_t key;
+  };
+  static bool keyed_later(const Keyed& a, const Keyed& b) {
+    if (a.time != b.time) return a.time > b.time;
+    if (a.order != b.order) return a.order > b.order;
+    return a.seq > b.seq;
+  }
+  void keyed_place(size_t i, const Keyed& k);
   void keyed_sift_up(size_t i);
   void keyed_sift_down(size_t i);
   void keyed_remove(uint32_t key);
   std::vector<Event> keyed_;
-  std::vector<uint32_t> keyed_heap_;
+  std::vector<Keyed> keyed_heap_;
   std::vector<uint32_t> keyed_pos_;
 
   uint64_t seed_;
@@ -143,7 +203,6 @@ class EventLoop {
   Nanos now_ = 0;
   uint64_t next_seq_ = 0;
   size_t max_pending_;
-  std::vector<Event> heap_;
   uint64_t trace_hash_ = 0xcbf29ce484222325ull;
   EventLoopCounters counters_;
 };

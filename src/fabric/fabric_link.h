@@ -27,6 +27,10 @@ class PayloadReference {
   virtual bool describe(const uint8_t* p, size_t len, uint64_t* iova) const = 0;
   // Writes the bytes of [iova, iova + out.size()).
   virtual void materialize(uint64_t iova, std::span<uint8_t> out) const = 0;
+  // Where a receiving link rebuilds a packet (at least link::kMaxIpPacketBytes), valid until the
+  // next rebuild by any link of the world: one buffer for all of them stays in cache, where one
+  // per link would be written cold at most hosts.
+  virtual std::span<uint8_t> rebuild_buffer() const = 0;
 };
 
 class FabricLink final : public link::Link, public HostReceiver {
@@ -100,7 +104,8 @@ class FabricLink final : public link::Link, public HostReceiver {
     uint32_t len = 0;       // bytes held
     uint32_t wire_len = 0;  // the IP packet's length: more than len when carried by reference
   };
-  // A packet carried by reference as the IP packet it stands for, in rx_buf_; empty if malformed.
+  // A packet carried by reference as the IP packet it stands for, in the reference's rebuild
+  // buffer; empty if malformed.
   std::span<const uint8_t> rebuild(const Slot& slot);
   std::vector<Slot> inbox_;
   size_t inbox_capacity_;
@@ -108,7 +113,6 @@ class FabricLink final : public link::Link, public HostReceiver {
   bool trusted_wire_ = false;
   const PayloadReference* reference_ = nullptr;
   uint64_t tx_by_reference_ = 0;
-  std::array<uint8_t, link::kMaxIpPacketBytes> rx_buf_{};
   EventTarget* notify_ = nullptr;
   uint32_t notify_kind_ = 0;
   std::array<uint8_t, link::kMaxIpPacketBytes> buf_{};

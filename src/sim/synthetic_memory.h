@@ -81,6 +81,7 @@ class SyntheticMemory final : public fabric::PayloadReference {
   void materialize(uint64_t iova, std::span<uint8_t> out) const override {
     fill_synthetic(iova, out);
   }
+  std::span<uint8_t> rebuild_buffer() const override { return rebuild_; }
 
  private:
   friend class SyntheticAccess;
@@ -101,6 +102,7 @@ class SyntheticMemory final : public fabric::PayloadReference {
   std::array<Read, kReadsKept> reads_{};
   size_t reads_next_ = 0;
   std::vector<uint8_t> landing_;
+  mutable std::vector<uint8_t> rebuild_;  // FabricLink::rebuild's, for every link of the world
   uint64_t landing_iova_ = 0;
   size_t landing_len_ = 0;                 // 0: nothing pending
   SyntheticAccess* landing_by_ = nullptr;  // whose write it is

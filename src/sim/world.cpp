@@ -79,6 +79,7 @@ World::World(const WorldConfig& config, std::unique_ptr<fabric::EventLoop> loop,
     verbs::DeviceConfig dc;
     dc.name = "uroce" + std::to_string(h);
     dc.port.active_mtu = verbs::Mtu::k4096;
+    dc.single_threaded = true;  // the world core's thread makes every call
     dc.attr.max_mr = config_.max_mr;
     dc.attr.max_mw = config_.max_mw;
     Node* np = node.get();
@@ -267,7 +268,7 @@ void World::post_more(Flow& f) {
 }
 
 void World::poll_completions(Node& n, Nanos now) {
-  std::array<transport::Completion, 64> wc;
+  auto& wc = polled_;
   for (;;) {
     const size_t got = n.cq->poll(wc);
     for (size_t i = 0; i < got; ++i) {

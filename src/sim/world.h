@@ -7,6 +7,7 @@
 // The NIC model: a device pulls work from its QPs only while its host's NIC queue holds less than
 // `nic_fifo_bytes` (a NIC's transmit FIFO), so a PFC pause on the host link backs up into the
 // QPs instead of overflowing the fabric's host queue.
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -152,6 +153,9 @@ class World {
   size_t next_start_ = 0;
   size_t flows_left_ = 0;
   RunResult result_;
+  // poll_completions' batch, kept here: an array of this size made per device pass cost as much
+  // as the polling (its elements are initialised).
+  std::array<transport::Completion, 64> polled_;
 };
 
 // Jain's fairness index of `x`: (sum x)^2 / (n * sum x^2); 1 = all equal.

@@ -15,6 +15,7 @@ CompletionQueue::CompletionQueue(Context& ctx, uint32_t capacity, CompletionChan
       ring_(std::min(capacity, kInitialStorage)),
       capacity_(capacity) {
   UROCE_CHECK(capacity > 0 && (capacity & (capacity - 1)) == 0);
+  mu_.set_single_threaded(ctx.device().config().single_threaded);
   if (channel_) channel_->users_.fetch_add(1);
 }
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "transport/types.h"
+#include "verbs/device_mutex.h"
 #include "verbs/event.h"
 
 namespace uroce::verbs {
@@ -79,7 +80,7 @@ class CompletionQueue : public transport::CompletionSink {
 
   Context& ctx_;
   CompletionChannel* const channel_;
-  mutable std::mutex mu_;
+  mutable DeviceMutex mu_;
   // Storage: a power of two, at most capacity_; doubled by push when full (grow_locked).
   std::vector<Completion> ring_;
   std::atomic<uint32_t> capacity_;  // the CQ's size (a power of two), readable without mu_

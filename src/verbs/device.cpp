@@ -66,6 +66,9 @@ Device::Device(link::Link& link, DeviceConfig config)
   config_.attr.max_qp = std::min(config_.attr.max_qp, qpn_limit_ - qpn_first_);
   if (config_.tx_quantum == 0) config_.tx_quantum = 1;
   if (!config_.transport_factory) config_.transport_factory = default_transport_factory();
+  quiesce_.set_single_threaded(config_.single_threaded);
+  sched_mu_.set_single_threaded(config_.single_threaded);
+  keys_.set_single_threaded(config_.single_threaded);
 }
 
 Device::~Device() {

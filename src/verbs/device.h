@@ -40,6 +40,7 @@
 #include "link/link.h"
 #include "transport/qp.h"
 #include "verbs/attrs.h"
+#include "verbs/device_mutex.h"
 #include "verbs/event.h"
 #include "verbs/gsi.h"
 #include "verbs/mr.h"
@@ -81,6 +82,10 @@ struct DeviceConfig {
   // Caps on what all QPs together hold for their peers (transport/device_totals.h,
   // docs/security.md): at a cap the packet is dropped and counted, and the peer retries.
   transport::DeviceTotals::Limits totals;
+  // Every call on the device and on its objects comes from one thread (a simulated world, which
+  // posts, polls and runs passes on its loop's thread): their locks do nothing
+  // (verbs/device_mutex.h). Off for anything with a progress thread.
+  bool single_threaded = false;
 };
 
 class Context;
@@ -95,6 +100,7 @@ class Device {
   Device& operator=(const Device&) = delete;
 
   const std::string& name() const { return config_.name; }
+  const DeviceConfig& config() const { return config_; }
   Gid gid() const { return gid_; }
   const DeviceAttr& attr() const { return config_.attr; }
   PortAttr port_attr() const;
@@ -195,7 +201,7 @@ class Device {
   std::atomic<uint8_t> port_state_;
 
   // See "Lock order" above.
-  mutable std::shared_mutex quiesce_;
+  mutable DeviceSharedMutex quiesce_;
   std::unordered_map<uint32_t, QueuePair*> qps_;
   // QPs by slot (the round-robin order; null where a destroyed QP's slot waits for reuse) and the
   // free slots; both change only under quiesce_ exclusive. At most max_qp entries each.
@@ -203,7 +209,7 @@ class Device {
   std::vector<uint32_t> free_slots_;
   uint32_t rr_next_ = 0;  // slot the next transmit round starts at
   // Guards ready_, timers_, timer_seq_ and every QueuePair::timer_seq_. Taken after a QP's lock.
-  std::mutex sched_mu_;
+  DeviceMutex sched_mu_;
   ReadySet ready_;    // slots of QPs that may have work now; at most one bit per slot
   TimerHeap timers_;  // compacted at 2 * live QPs + 64 entries (set_idle)
   uint64_t timer_seq_ = 0;

@@ -35,6 +35,7 @@
 #include "common/result.h"
 #include "transport/types.h"
 #include "verbs/attrs.h"
+#include "verbs/device_mutex.h"
 
 namespace uroce::verbs {
 
@@ -64,6 +65,8 @@ class KeyTable {
     bool on_demand = false;  // probe the pages on every access (above)
   };
   explicit KeyTable(uint32_t capacity, uint32_t salt);
+  // Before any use (DeviceConfig::single_threaded).
+  void set_single_threaded(bool single) { mu_.set_single_threaded(single); }
 
   // Returns {lkey, rkey}, or ENOMEM when every slot is in use.
   Result<std::pair<uint32_t, uint32_t>> add(const Entry& e);
@@ -122,7 +125,7 @@ class KeyTable {
                                         uint32_t qpn) const;
   Result<uint32_t> take_slot();  // a free slot's index, made live with a new generation
   void unbind(Slot& window);
-  mutable std::mutex mu_;
+  mutable DeviceMutex mu_;
   std::atomic<uint64_t> version_;
   std::vector<Slot> slots_;
   uint32_t next_ = 1;

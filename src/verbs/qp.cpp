@@ -184,13 +184,14 @@ struct QueuePair::Guard {
   explicit Guard(const QueuePair& qp)
       : qp_lock(qp.mu_),
         srq_lock(qp.init_.srq ? std::unique_lock(qp.init_.srq->mu_)
-                              : std::unique_lock<std::mutex>()) {}
-  std::unique_lock<std::mutex> qp_lock;
-  std::unique_lock<std::mutex> srq_lock;
+                              : std::unique_lock<DeviceMutex>()) {}
+  std::unique_lock<DeviceMutex> qp_lock;
+  std::unique_lock<DeviceMutex> srq_lock;
 };
 
 QueuePair::QueuePair(ProtectionDomain& pd, const QpInitAttr& init)
     : pd_(pd), dev_(pd.device()), type_(init.qp_type), init_(init) {
+  mu_.set_single_threaded(dev_.config().single_threaded);
   send_sink_ = std::make_unique<CountingSink>(*this, init.send_cq);
   recv_sink_ = std::make_unique<CountingSink>(*this, init.recv_cq);
   // Defaults a query reports before the first modify, as a fresh ibv QP does.
@@ -622,6 +623,7 @@ Result<std::unique_ptr<AddressHandle>> ProtectionDomain::create_ah(const AhAttr&
 
 SharedReceiveQueue::SharedReceiveQueue(ProtectionDomain& pd, const SrqAttr& attr)
     : pd_(pd), rq_(attr.max_wr, attr.max_sge) {
+  mu_.set_single_threaded(pd.device().config().single_threaded);
   // Called by the transport's pop() under this SRQ's lock: posting an event takes only the event
   // queue's lock, which comes after it in the lock order.
   rq_.set_limit_hook([this] {

@@ -20,6 +20,7 @@
 #include "transport/qp.h"
 #include "transport/recv_queue.h"
 #include "verbs/attrs.h"
+#include "verbs/device_mutex.h"
 
 namespace uroce::verbs {
 
@@ -110,7 +111,7 @@ class QueuePair {
   const QpType type_;
   QpInitAttr init_;
   uint32_t qpn_ = 0;
-  mutable std::mutex mu_;
+  mutable DeviceMutex mu_;
   QpAttr attr_;  // what query() reports; guarded by mu_
   std::unique_ptr<CountingSink> send_sink_, recv_sink_;
   std::unique_ptr<transport::TransportQp> tqp_;
@@ -182,7 +183,7 @@ class SharedReceiveQueue {
   // kSrq and counted itself in the PD, which the destructor gives back.
   SharedReceiveQueue(ProtectionDomain& pd, const SrqAttr& attr);
   ProtectionDomain& pd_;
-  mutable std::mutex mu_;
+  mutable DeviceMutex mu_;
   transport::RecvQueue rq_;
 
  private:

@@ -26,6 +26,27 @@ TEST(LabSyntheticMemory, PatternCatchesMisplacedAndChangedBytes) {
   EXPECT_EQ(sim::count_synthetic_mismatches(iova, buf), 2u);
 }
 
+// Every byte, at lengths and alignments that leave words outside the 8-word vector steps (the
+// generator and checker take a vector path where the CPU has one).
+TEST(LabSyntheticMemory, EveryByteMatchesThePatternAtAnyLengthAndAlignment) {
+  for (size_t len :
+       {size_t{1}, size_t{7}, size_t{63}, size_t{64}, size_t{65}, size_t{200}, size_t{4136}}) {
+    for (uint64_t offset : {uint64_t{0}, uint64_t{3}, uint64_t{8}, uint64_t{61}}) {
+      const uint64_t iova = (uint64_t{9} << 36) + offset;
+      std::vector<uint8_t> buf(len);
+      sim::fill_synthetic(iova, buf);
+      size_t wrong = 0;
+      for (size_t i = 0; i < len; ++i) wrong += buf[i] != sim::synthetic_byte(iova + i);
+      ASSERT_EQ(wrong, 0u) << len << " at " << offset;
+      ASSERT_EQ(sim::count_synthetic_mismatches(iova, buf), 0u) << len << " at " << offset;
+      buf[len - 1] ^= 0x80;  // the last byte: a tail word or byte
+      buf[len / 2] ^= 0x01;  // one in the middle (the same byte when len is 1)
+      EXPECT_EQ(sim::count_synthetic_mismatches(iova, buf), len == 1 ? 1u : 2u)
+          << len << " at " << offset;
+    }
+  }
+}
+
 WorldConfig config(bool synthetic, bool trusted_wire) {
   WorldConfig cfg;
   cfg.synthetic_memory = synthetic;

@@ -99,6 +99,50 @@ TEST(FabricEventLoop, KeyedLateEventsReplaceTheirKeysPendingOneAndInterleaveByOr
   EXPECT_TRUE(loop.peek() == nullptr);
 }
 
+// Events beyond the wheel's span wait apart and join it as the clock nears: still in time order,
+// ties in scheduling order, also against an event scheduled for the same nanosecond after it
+// joined, and across several spans.
+TEST(FabricEventLoop, FarEventsKeepTimeAndInsertionOrder) {
+  EventLoop loop(1, 4096);
+  Recorder r;
+  Rng rng(11);
+  const Nanos span = EventLoop::kWheelSpan;
+  const Nanos far = 2 * span + 7;
+  // A chain: at `far - 3` (reached through three spans), schedule for `far`, where a far event
+  // from the start already waits.
+  struct Chain : EventTarget {
+    EventLoop* loop;
+    Recorder* r;
+    Nanos at;
+    void on_event(uint32_t, uint64_t, Nanos) override {
+      EXPECT_TRUE(loop->schedule_at(at, *r, 5, 5000));
+    }
+  } chain;
+  chain.loop = &loop;
+  chain.r = &r;
+  chain.at = far;
+  ASSERT_TRUE(loop.schedule_at(far, r, 5, 4999));
+  ASSERT_TRUE(loop.schedule_at(far - 3, chain, 0));
+  for (uint64_t i = 0; i < 1500; ++i) {
+    // Clustered times, so ties are common on both sides of each span boundary.
+    const Nanos t = rng.below(4) * span + rng.below(16) * (span / 16) + rng.below(3);
+    ASSERT_TRUE(loop.schedule_at(t, r, 0, i));
+  }
+  EXPECT_EQ(loop.run_until(kNever), 1503u);
+  ASSERT_EQ(r.seen.size(), 1502u);
+  size_t at_far = 0;
+  for (size_t i = 1; i < r.seen.size(); ++i) {
+    ASSERT_LE(r.seen[i - 1].now, r.seen[i].now) << i;
+    if (r.seen[i - 1].now == r.seen[i].now) {
+      ASSERT_LT(r.seen[i - 1].arg, r.seen[i].arg) << i;
+    }
+    if (r.seen[i].arg == 4999) at_far = i;
+  }
+  ASSERT_GT(at_far, 0u);
+  EXPECT_EQ(r.seen[at_far].now, far);
+  EXPECT_EQ(r.seen[at_far + 1].arg, 5000u);  // scheduled later for the same nanosecond: after
+}
+
 TEST(FabricEventLoop, ManyTiesKeepInsertionOrderThroughHeapChurn) {
   EventLoop loop(1, 4096);
   Recorder r;

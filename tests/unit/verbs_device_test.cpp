@@ -5,6 +5,7 @@
 #include <infiniband/verbs.h>
 
 #include <map>
+#include <thread>
 
 #include "verbs/cq.h"
 #include "verbs/device.h"
@@ -252,6 +253,37 @@ TEST(VerbsDevice, EnumValuesEqualLibibverbs) {
   static_assert(eq(kLinkLayerEthernet, IBV_LINK_LAYER_ETHERNET));
   static_assert(mtu_bytes(Mtu::k1024) == 1024 && mtu_bytes(Mtu::k4096) == 4096);
   SUCCEED();
+}
+
+// DeviceConfig::single_threaded: a device's locks lock unless the device belongs to one thread.
+TEST(VerbsDeviceMutex, LocksUnlessSingleThreaded) {
+  auto taken_elsewhere = [](auto& mu) {
+    bool got = false;
+    std::thread([&] {
+      got = mu.try_lock();
+      if (got) mu.unlock();
+    }).join();
+    return got;
+  };
+  DeviceMutex locking;
+  locking.lock();
+  EXPECT_FALSE(taken_elsewhere(locking));
+  locking.unlock();
+  EXPECT_TRUE(taken_elsewhere(locking));
+  DeviceMutex single;
+  single.set_single_threaded(true);
+  single.lock();
+  EXPECT_TRUE(taken_elsewhere(single));
+  single.unlock();
+
+  DeviceSharedMutex shared;
+  shared.lock();
+  EXPECT_FALSE(taken_elsewhere(shared));
+  shared.unlock();
+  shared.set_single_threaded(true);
+  shared.lock();
+  EXPECT_TRUE(taken_elsewhere(shared));
+  shared.unlock();
 }
 
 }  // namespace
