@@ -393,6 +393,8 @@ def nice_ticks(lo, hi, n=6):
     while t <= hi + 1e-9 * step:
         out.append(round(t, 10))
         t += step
+    if out[-1] < hi:
+        out.append(round(out[-1] + step, 10))
     return out
 
 
