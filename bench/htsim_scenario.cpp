@@ -11,6 +11,8 @@
 //   htsim_scenario [--k 8] [--end-us 5000] [--seed 1] [--incast 64] [--real] [--tm FILE]
 //                  [--outstanding 64] (64 KiB WRITEs in flight per flow) [--fct] (a line per flow)
 //                  [--icrc] (links compute and check the ICRC: WorldConfig::trusted_wire off)
+//                  [--write-segments packet|message] (WRITE ONLY per MTU, the default, or
+//                  FIRST/MIDDLE/LAST as before 97d79b2)
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -61,7 +63,7 @@ int main(int argc, char** argv) {
   uint32_t k = 8, incast = 64;
   uint64_t end_us = 5000, seed = 1;
   uint64_t incast_bytes = 1'000'000, background_bytes = 20'000'000;
-  bool real = false, per_flow = false, icrc = false;
+  bool real = false, per_flow = false, icrc = false, per_message = false;
   uint32_t outstanding = 64;  // 4 MiB in flight: htsim's RoCE source has no window
   std::string tm_file;
   for (int i = 1; i < argc; ++i) {
@@ -95,12 +97,19 @@ int main(int argc, char** argv) {
       per_flow = true;
     else if (a == "--icrc")
       icrc = true;
-    else {
+    else if (a == "--write-segments") {
+      const std::string v = next();
+      if (v != "packet" && v != "message") {
+        std::fprintf(stderr, "--write-segments packet|message\n");
+        return 2;
+      }
+      per_message = v == "message";
+    } else {
       std::fprintf(
           stderr,
           "usage: htsim_scenario [--k 8] [--end-us 5000] [--seed 1] [--incast 64] "
           "[--incast-bytes N] [--background-bytes N] [--outstanding WRITES] [--real] [--tm FILE] "
-          "[--fct] [--icrc]\n");
+          "[--fct] [--icrc] [--write-segments packet|message]\n");
       return 2;
     }
   }
@@ -150,6 +159,8 @@ int main(int argc, char** argv) {
   cfg.synthetic_memory = !real;
   cfg.trusted_wire = !icrc;  // htsim moves descriptors; the payload is checked where it lands
   cfg.max_outstanding = outstanding;
+  cfg.write_segments =
+      per_message ? transport::WriteSegments::kPerMessage : transport::WriteSegments::kPerPacket;
   cfg.time_limit_ns = static_cast<Nanos>(end_us) * 1000;
   cfg.sample_ns = cfg.time_limit_ns;  // the sampler is not what this measures
   cfg.step_limit = ~uint64_t{0};

@@ -195,6 +195,7 @@ bool World::setup_flow(Flow& f, std::string* error) {
   init.congestion = config_.cc;
   init.loss_recovery = config_.loss_recovery;
   init.max_psn_window = config_.max_psn_window;
+  init.write_segments = config_.write_segments;
   auto sqp = s.pd->create_qp(init);
   f.s_nic = s.last_created;
   init.send_cq = init.recv_cq = r.cq.get();

@@ -43,6 +43,9 @@ struct WorldConfig {
   // Every QP's loss recovery and PSN window (0 = the transport's default window).
   transport::LossRecovery loss_recovery = transport::LossRecovery::kGoBackN;
   uint32_t max_psn_window = 0;
+  // How every QP packetizes an RC WRITE (transport::WriteSegments; the verbs default is one WRITE
+  // ONLY per MTU, each with a RETH).
+  transport::WriteSegments write_segments = transport::WriteSegments::kPerPacket;
   // Flows read and write synthetic memory (sim/synthetic_memory.h) instead of buffers of their
   // size: bytes generated on send and checked where they land, nothing resident per flow.
   bool synthetic_memory = false;

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "transport/qp.h"
+#include "wire/opcode.h"
 
 namespace uroce::transport {
 
@@ -79,6 +80,11 @@ void Congestion::on_sent(Nanos now, uint64_t bytes, cc::Pacer& pacer) {
   if (!rp_) return;
   rp_->on_bytes_sent(now, bytes);
   apply_rate(now, pacer);
+}
+
+void Congestion::charge_framing(Nanos now, const wire::TxPacket& pkt, cc::Pacer& pacer) const {
+  if (!rp_) return;
+  pacer.on_sent(now, pkt.header_len + pkt.pad + wire::kIcrcBytes + config_.wire_overhead_bytes);
 }
 
 void Congestion::on_timer(Nanos now, cc::Pacer& pacer) {

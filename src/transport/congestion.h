@@ -29,6 +29,12 @@ struct CongestionConfig {
   // Minimum time between two CNPs this QP sends; 0 = the parameter set's (paper 50 us, mlx5 4 us,
   // hpcc 1 ns: HPCC's ns-3 receiver flags every ACK of a marked packet).
   Nanos cnp_interval_ns = 0;
+  // Bytes each packet takes on the link below the transport's headers: IPv4 20 + UDP 8 + Ethernet
+  // header 14 + FCS 4 + preamble 8 + inter-frame gap 12. The rate DCQCN sets is a share of the
+  // link, so the pacer is charged every byte the link carries, not the payload alone (charged
+  // payload only, two flows at half the line each overran it by header share: 9.6% at MTU 1024;
+  // docs/experiments.md, "uroce beside HPCC's ns-3 simulator").
+  uint32_t wire_overhead_bytes = 66;
 
   bool operator==(const CongestionConfig&) const = default;
 };
@@ -54,6 +60,9 @@ class Congestion {
   void on_cnp(Nanos now, cc::Pacer& pacer);
   // RP: the QP put a data packet of `bytes` bytes on the wire (the byte counter B).
   void on_sent(Nanos now, uint64_t bytes, cc::Pacer& pacer);
+  // The pacer was charged a packet's payload when it was built; charge the rest of what it takes
+  // on the link (transport headers, pad, ICRC and wire_overhead_bytes). Nothing while off.
+  void charge_framing(Nanos now, const wire::TxPacket& pkt, cc::Pacer& pacer) const;
   // RP: fires the due DCQCN timers (call when now >= deadline()).
   void on_timer(Nanos now, cc::Pacer& pacer);
   // When on_timer must run, or `now` with a CNP waiting to go; kNever when there is nothing.

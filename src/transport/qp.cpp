@@ -186,10 +186,14 @@ class QpImpl final : public TransportQp {
         emit(sink, pkt);  // a CNP goes first and unpaced: it is what slows the sender down
       } else if (responder_.build(now, pkt)) {
         emit(sink, pkt);
-        if (pkt.payload_len) congestion_.on_sent(now, pkt.payload_len, ctx_.pacer);
+        if (pkt.payload_len) {
+          congestion_.on_sent(now, pkt.payload_len, ctx_.pacer);
+          congestion_.charge_framing(now, pkt, ctx_.pacer);
+        }
       } else if (requester_.build(now, pkt)) {
         emit(sink, pkt);
         congestion_.on_sent(now, pkt.payload_len, ctx_.pacer);
+        congestion_.charge_framing(now, pkt, ctx_.pacer);
         completer_.on_sent(now);
         sent_any_ = true;
       } else {

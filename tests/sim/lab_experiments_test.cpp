@@ -42,7 +42,7 @@ TEST(LabExperiments, IncastDcqcnCutsPausesAndQueue) {
   EXPECT_EQ(pfc.number("pause_frames"), 400);
   EXPECT_LE(both.number("pause_frames"), pfc.number("pause_frames") / 2);
   EXPECT_LT(both.number("queue_avg_bytes"), pfc.number("queue_avg_bytes"));
-  EXPECT_EQ(both.number("cnps_received"), 1164);
+  EXPECT_EQ(both.number("cnps_received"), 1218);
   EXPECT_EQ(pfc.number("cnps_sent"), 0);
   EXPECT_EQ(pfc.number("drops"), 0);
   EXPECT_EQ(both.number("drops"), 0);
@@ -132,6 +132,80 @@ TEST(LabExperiments, ConvergenceTwoHpccDcqcnFlowsReachFairShareAtHighUtilization
   EXPECT_GE(r.number("jain_second_half"), 0.99);
   EXPECT_GE(r.number("util_second_half"), 0.90);
   EXPECT_LE(r.number("util_second_half"), 1.0);
+  EXPECT_EQ(r.number("pause_frames"), 0);
+}
+
+// Held against HPCC's ns-3 simulator run side by side (bench/hpcc_compare.py; docs/experiments.md,
+// "uroce beside HPCC's ns-3 simulator"): the reference figures are the mean of HPCC's DCQCN over
+// its random streams 1-5 on the same topology, flows and switch settings. The tolerances are HPCC's
+// own spread over those streams plus the known model differences (uroce counts 1122 wire bytes per
+// 1024-byte payload where HPCC counts 1048 per 1000, so its queues read ~5% longer and a
+// line-bound phase takes ~5% longer; its Kmin/Kmax are KiB, 2.4% above HPCC's KB).
+struct HpccReference {
+  double util;          // bottleneck wire bytes over line rate, first start to last completion
+  double last_done_us;  // the last flow's completion
+  double queue_avg_kb, queue_max_kb;  // the bottleneck queue sampled every 2 us, 1000-byte KB
+  double recover_us;  // the first 20 us window back at >= 90% after the link fell below 50%
+};
+
+// The same recovery figure bench/hpcc_compare.py computes, from the watched port's samples.
+double recovery_us(const ExperimentResult& r) {
+  const auto& s = r.run.samples;
+  constexpr size_t kWindow = 10;  // 10 samples of 2 us
+  bool fell = false;
+  for (size_t a = 0; a + kWindow < s.size(); a += kWindow) {
+    const double u = static_cast<double>(s[a + kWindow].port_tx_bytes[0] - s[a].port_tx_bytes[0]) *
+                     8e9 / (r.line_rate_bps * static_cast<double>(s[a + kWindow].t - s[a].t));
+    if (u < 0.5 && s[a].t > 0) fell = true;
+    if (fell && u >= 0.9) return static_cast<double>(s[a].t) / 1e3;
+  }
+  return -1;
+}
+
+void expect_within_hpcc(const ExperimentResult& r, const HpccReference& ref) {
+  expect_clean(r);
+  EXPECT_NEAR(r.number("bottleneck_util"), ref.util, 0.05) << r.name;
+  EXPECT_NEAR(r.number("last_done_us"), ref.last_done_us, 0.08 * ref.last_done_us) << r.name;
+  EXPECT_NEAR(r.number("queue_avg_bytes") / 1e3, ref.queue_avg_kb, 0.25 * ref.queue_avg_kb)
+      << r.name;
+  EXPECT_NEAR(r.number("queue_max_bytes") / 1e3, ref.queue_max_kb, 0.20 * ref.queue_max_kb)
+      << r.name;
+  EXPECT_NEAR(recovery_us(r), ref.recover_us, 0.10 * ref.recover_us) << r.name;
+  EXPECT_EQ(r.number("pause_frames"), 0) << r.name;
+  for (size_t i = 0; i < r.run.flows.size(); ++i)
+    EXPECT_EQ(r.number("flow" + std::to_string(i) + "_min_rate_gbps"), 1.0) << r.name << " " << i;
+}
+
+TEST(LabExperiments, HpccDcqcnIncastWithinToleranceOfHpccNs3) {
+  ExperimentParams p = hpcc(Mode::kPfcDcqcn);
+  p.senders = 8;
+  p.flow_bytes = 1 << 20;
+  expect_within_hpcc(run_incast(p), {0.619, 1137, 524, 2079, 464});
+}
+
+TEST(LabExperiments, HpccDcqcnParkingLotWithinToleranceOfHpccNs3) {
+  ExperimentParams p = hpcc(Mode::kPfcDcqcn);
+  p.flow_bytes = 4 << 20;
+  const ExperimentResult r = run_parking_lot(p);
+  expect_within_hpcc(r, {0.732, 1442, 158.6, 742, 476});
+  EXPECT_GE(r.number("jain"), 0.95);
+}
+
+TEST(LabExperiments, HpccDcqcnConvergenceWithinToleranceOfHpccNs3) {
+  ExperimentParams p = hpcc(Mode::kPfcDcqcn);
+  p.flows = 2;
+  p.stagger_ns = 100'000;
+  p.flow_bytes = 4 << 20;
+  const ExperimentResult r = run_convergence(p);
+  // HPCC's second flow starts at line rate into a 100 Gb/s first flow: its floor can sit above
+  // 1 Gb/s (1.1-4.1 Gb/s over its streams), so only the other figures are held.
+  expect_clean(r);
+  const HpccReference ref{0.735, 958, 93.3, 674, 496};
+  EXPECT_NEAR(r.number("bottleneck_util"), ref.util, 0.05);
+  EXPECT_NEAR(r.number("last_done_us"), ref.last_done_us, 0.08 * ref.last_done_us);
+  EXPECT_NEAR(r.number("queue_avg_bytes") / 1e3, ref.queue_avg_kb, 0.25 * ref.queue_avg_kb);
+  EXPECT_NEAR(r.number("queue_max_bytes") / 1e3, ref.queue_max_kb, 0.20 * ref.queue_max_kb);
+  EXPECT_NEAR(recovery_us(r), ref.recover_us, 0.10 * ref.recover_us);
   EXPECT_EQ(r.number("pause_frames"), 0);
 }
 

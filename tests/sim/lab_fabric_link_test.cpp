@@ -60,8 +60,8 @@ TEST(LabFabricLink, CeMarkingBottleneckSlowsTheSenders) {
   for (size_t i = 0; i < 2; ++i) {
     const FlowResult& f = r.flows[i];
     EXPECT_TRUE(f.verified);
-    EXPECT_EQ(f.receiver.ce_marked, (std::array<uint64_t, 2>{6, 4})[i]);
-    EXPECT_EQ(f.receiver.cnps_sent, (std::array<uint64_t, 2>{6, 3})[i]);
+    EXPECT_EQ(f.receiver.ce_marked, (std::array<uint64_t, 2>{7, 3})[i]);
+    EXPECT_EQ(f.receiver.cnps_sent, (std::array<uint64_t, 2>{7, 2})[i]);
     EXPECT_EQ(f.sender.cnps_received, f.receiver.cnps_sent) << "CNPs go strict priority, unlost";
     uint64_t lowest = ~uint64_t{0};
     for (const Sample& s : r.samples) lowest = std::min(lowest, s.rate_bps[i]);

@@ -73,6 +73,26 @@ TEST(CcRateCounters, Mlx5FoldedCutIsCountedWhenItHappens) {
   EXPECT_EQ(rp.cong.dcqcn()->counters().cuts, rp.counters.rate_cuts);
 }
 
+// The pacer enforces a share of the link, so it is charged what a packet takes there: the payload
+// at build time, then the headers, pad, ICRC and the framing below the transport.
+TEST(CcRateCounters, PacerIsChargedTheFramingOfEveryPacket) {
+  Rp rp(CcAlgorithm::kDcqcnMlx5);
+  rp.cong.on_cnp(rp.now, rp.pacer);  // a rate below line, so the bucket is in use
+  rp.pacer.on_sent(rp.now, 1024);    // the payload, charged by the requester
+  const double before = rp.pacer.credit_bytes(rp.now);
+  wire::TxPacket pkt;
+  pkt.header_len = 28;  // BTH + RETH
+  pkt.payload_len = 1024;
+  pkt.pad = 0;
+  rp.cong.charge_framing(rp.now, pkt, rp.pacer);
+  EXPECT_DOUBLE_EQ(rp.pacer.credit_bytes(rp.now), before - (28 + 4 + 66));
+
+  Rp off(CcAlgorithm::kOff);  // off: the pacer is not touched
+  const double idle = off.pacer.credit_bytes(off.now);
+  off.cong.charge_framing(off.now, pkt, off.pacer);
+  EXPECT_DOUBLE_EQ(off.pacer.credit_bytes(off.now), idle);
+}
+
 TEST(CcRateCounters, OffKeepsNoRateAndReconfiguringRestartsTheGauges) {
   Rp rp(CcAlgorithm::kOff);
   rp.cong.on_cnp(rp.now, rp.pacer);
