@@ -11,7 +11,9 @@
 #   default 2), LAT_ITERS (perftest latency iterations, default 5000), CPUS (e.g. 0,1: every
 #   process under `taskset -c CPUS`), FIGS (default "send_lat write_lat read_lat write_bw read_bw
 #   send_bw"), PERFTEST_ENV (extra VAR=value words for the perftest processes, e.g. UROCE_SPIN_US=20),
-#   STATS_DIR (keep each drop-in run's UROCE_STATS counters there).
+#   STATS_DIR (keep each run's counters there: the drop-in's UROCE_STATS files, the bench's
+#   --stats-file files, and every process's CPU time from /usr/bin/time), BASE_PORT (default
+#   19700; another value, and other A and B, keep concurrent runs apart).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build/release}
@@ -23,7 +25,7 @@ LAT_ITERS=${LAT_ITERS:-5000}
 FIGS=${FIGS:-send_lat write_lat read_lat write_bw read_bw send_bw}
 UROCE=$BUILD/tools/uroce
 LIB=$(realpath "$BUILD/lib")
-PORT=19700
+PORT=${BASE_PORT:-19700}  # TCP ports BASE_PORT+1, +2, ... (one per run)
 pin=()
 [[ -n ${CPUS:-} ]] && pin=(taskset -c "$CPUS")
 read -r -a extra_env <<<"${PERFTEST_ENV:-}"
@@ -31,6 +33,9 @@ for tool in ib_send_lat ib_write_lat ib_read_lat ib_write_bw ib_read_bw ib_send_
   command -v $tool >/dev/null || { echo "perftest not installed (apt-get install perftest)"; exit 77; }
 done
 [[ -x $UROCE && -e $LIB/libibverbs.so.1 ]] || { echo "build $UROCE and $LIB/libibverbs.so.1 first"; exit 1; }
+# With STATS_DIR, each process's CPU seconds and context switches (voluntary: it slept;
+# involuntary: it was preempted) go beside the counters.
+TIME_FMT="user_s %U\nsys_s %S\nvoluntary_switches %w\ninvoluntary_switches %c"
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 
@@ -39,11 +44,18 @@ native() {
   local op=${1%_*} kind=${1#*_} mode="" size=65536 key=bw_avg_gbps json=""
   [[ $kind == lat ]] && mode=--lat size=8 key=t_median_us
   PORT=$((PORT + 1))
-  "${pin[@]}" "$UROCE" bench --server --addr "$A" -p $PORT --accept-timeout 20 >/dev/null 2>&1 &
+  local stats=() ts=() tc=()
+  if [[ -n ${STATS_DIR:-} ]]; then
+    mkdir -p "$STATS_DIR"
+    stats=(--stats-file "$STATS_DIR/native.$1.r$r")
+    ts=(/usr/bin/time -f "$TIME_FMT" -o "$STATS_DIR/native.$1.r$r.time.server")
+    tc=(/usr/bin/time -f "$TIME_FMT" -o "$STATS_DIR/native.$1.r$r.time.client")
+  fi
+  "${pin[@]}" "${ts[@]}" "$UROCE" bench --server --addr "$A" -p $PORT --accept-timeout 20 >/dev/null 2>&1 &
   local server=$!
   for ((try = 0; try < 50; try++)); do  # the server needs a moment to listen
-    json=$("${pin[@]}" "$UROCE" bench --client --addr "$B" --peer "$A" -p $PORT "$op" $mode \
-      -s $size -D "$SECS" -m 4096 --no-verify --json - 2>/dev/null) && break
+    json=$("${pin[@]}" "${tc[@]}" "$UROCE" bench --client --addr "$B" --peer "$A" -p $PORT "$op" $mode \
+      -s $size -D "$SECS" -m 4096 --no-verify "${stats[@]}" --json - 2>/dev/null) && break
     json=""
     sleep 0.1
   done
@@ -63,17 +75,22 @@ dropin() {
     args=(-s 65536 -D "$SECS" --report_gbits) col=4
   fi
   PORT=$((PORT + 1))
-  local stats=()
-  [[ -n ${STATS_DIR:-} ]] && mkdir -p "$STATS_DIR" && stats=(UROCE_STATS="$STATS_DIR/$1.$PORT")
+  local stats=() ts=() tc=()
+  if [[ -n ${STATS_DIR:-} ]]; then
+    mkdir -p "$STATS_DIR"
+    stats=(UROCE_STATS="$STATS_DIR/dropin.$1.r$r")
+    ts=(/usr/bin/time -f "$TIME_FMT" -o "$STATS_DIR/dropin.$1.r$r.time.server")
+    tc=(/usr/bin/time -f "$TIME_FMT" -o "$STATS_DIR/dropin.$1.r$r.time.client")
+  fi
   env LD_LIBRARY_PATH="$LIB" UROCE_DEVICES="uroce0=$A" "${stats[@]}" "${extra_env[@]}" \
-    timeout -k 5 120 "${pin[@]}" $tool -x 0 -p $PORT "${args[@]}" >"$TMP/server" 2>&1 &
+    timeout -k 5 120 "${pin[@]}" "${ts[@]}" $tool -x 0 -p $PORT "${args[@]}" >"$TMP/server" 2>&1 &
   local server=$! waited=0
   while ((waited < 100)) && ! ss -Hltn "sport = :$PORT" | grep -q .; do
     sleep 0.1
     waited=$((waited + 1))
   done
   env LD_LIBRARY_PATH="$LIB" UROCE_DEVICES="uroce0=$B" "${stats[@]}" "${extra_env[@]}" \
-    timeout -k 5 120 "${pin[@]}" $tool -x 0 -p $PORT "${args[@]}" "$A" >"$TMP/client" 2>&1
+    timeout -k 5 120 "${pin[@]}" "${tc[@]}" $tool -x 0 -p $PORT "${args[@]}" "$A" >"$TMP/client" 2>&1
   wait $server 2>/dev/null
   awk -v c=$col '/^ *[0-9]+ +[0-9]+ +[0-9.]+/ { v = $c } END { if (v != "") printf "%.3f\n", v; else print "nan" }' \
     "$TMP/client"

@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "link/udp_link.h"
+
 namespace uroce::api {
 
 Nic::~Nic() {
@@ -11,6 +13,32 @@ Nic::~Nic() {
   cm_.reset();      // detaches from the device
   device_.reset();  // before the link it uses
   link_.reset();
+}
+
+std::vector<verbs::Counter> Nic::counters() const {
+  std::vector<verbs::Counter> all = device_->counters();
+  const ProgressStats p = engine_->stats();
+  all.insert(all.end(), {
+                            {"engine_passes", p.passes},
+                            {"engine_inline_passes", p.inline_passes},
+                            {"engine_sleeps", p.sleeps},
+                            {"engine_wakeups_by_kick", p.wakeups_by_kick},
+                            {"engine_wakeups_by_packet", p.wakeups_by_packet},
+                            {"engine_wakeups_by_timeout", p.wakeups_by_timeout},
+                            {"engine_kicks_sent", p.kicks_sent},
+                        });
+  // Read between passes or after the run: the link's own counters are not atomic.
+  if (const auto* udp = dynamic_cast<const link::UdpLink*>(link_.get())) {
+    const link::UdpLinkStats& u = udp->stats();
+    all.insert(all.end(), {
+                              {"link_tx_calls", u.tx_syscalls},
+                              {"link_tx_gso_sends", u.tx_gso_sends},
+                              {"link_rx_calls", u.rx_syscalls},
+                              {"link_rx_empty_calls", u.rx_empty_syscalls},
+                              {"link_rx_gro_blobs", u.rx_gro_blobs},
+                          });
+  }
+  return all;
 }
 
 Result<std::unique_ptr<Nic>> open_nic(const NicOptions& options, std::string* error) {

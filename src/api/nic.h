@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "api/cm/cm_port.h"
 #include "api/progress_engine.h"
@@ -67,6 +68,11 @@ class Nic {
   const link::Link& link() const { return *link_; }
   const QpTransportOptions& qp_defaults() const { return qp_defaults_; }
   cm::CmPort& cm() { return *cm_; }
+  // The device's counters, then who ran the progress passes and what woke the engine's thread
+  // (engine_*), then how many packets each system call of a UDP link carried (link_*_calls):
+  // what `uroce bench --stats` and the drop-in's UROCE_STATS report, so that the two paths can
+  // be compared count for count (docs/performance.md, "The drop-in path").
+  std::vector<verbs::Counter> counters() const;
 
  private:
   friend Result<std::unique_ptr<Nic>> open_nic(const NicOptions&, std::string*);

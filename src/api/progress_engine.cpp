@@ -174,7 +174,26 @@ ProgressStats ProgressEngine::stats() const {
 
 void ProgressEngine::loop() {
   while (!stop_.load(std::memory_order_relaxed)) {
-    std::unique_lock lock(mu_);
+    std::unique_lock lock(mu_, std::try_to_lock);
+    if (!lock.owns_lock()) {
+      // A caller's pass is running (drive() or pump()). Queueing on the mutex would put this
+      // thread in a futex sleep and the caller's unlock into a futex wake, a system call and a
+      // wake-up each (docs/performance.md, "The drop-in path"). That pass takes what has
+      // arrived; this thread sleeps as it would when idle, and what the pass leaves wakes it
+      // (drive() kicks a sleeping thread for work left or a timer before sleep_until_). It does
+      // not listen to the socket meanwhile: the packets waiting there are that pass's.
+      sleeping_.store(true);
+      const Nanos now = now_ns();
+      sleep_until_.store(now + kContendedSleepNs);
+      if (mu_.try_lock()) {  // the pass ended meanwhile: run one here after all
+        mu_.unlock();
+      } else {
+        block(now, now + kContendedSleepNs, /*deaf=*/true);
+      }
+      sleep_until_.store(0);
+      sleeping_.store(false);
+      continue;
+    }
     Nanos now = now_ns();
     Nanos next = pass(now);
     if (next <= now) continue;  // a budget ran out: more to do right away
@@ -202,15 +221,15 @@ void ProgressEngine::loop() {
   }
 }
 
-void ProgressEngine::block(Nanos now, Nanos next) {
+void ProgressEngine::block(Nanos now, Nanos next, bool deaf) {
   Nanos wait = std::min(next == kNever ? options_.max_sleep_ns : next - now, options_.max_sleep_ns);
   // An application thread that drove a pass lately is polling: leave the packets to it, and look
   // again once it may have stopped.
   const Nanos drove = last_drive_.load(std::memory_order_relaxed);
   // (`now` was read before this thread's last pass: an application may have polled since.)
-  const bool app_driving = options_.app_driving_ns > 0 && drove != 0 &&
-                           (now < drove || now - drove < options_.app_driving_ns);
-  if (app_driving) wait = std::min(wait, drove + options_.app_driving_ns - now);
+  const bool app_driving = deaf || (options_.app_driving_ns > 0 && drove != 0 &&
+                                    (now < drove || now - drove < options_.app_driving_ns));
+  if (app_driving && !deaf) wait = std::min(wait, drove + options_.app_driving_ns - now);
   timespec ts{static_cast<time_t>(wait / 1'000'000'000u), static_cast<long>(wait % 1'000'000'000u)};
   pollfd fds[2] = {{kick_fd_, POLLIN, 0}, {link_.wait_fd(), POLLIN, 0}};
   // A link without an fd: deadlines and kicks only.

@@ -109,7 +109,8 @@ class ProgressEngine {
   uint64_t packets_moved() const;
 
   void loop();
-  void block(Nanos now, Nanos next);
+  // deaf: wait for kicks and the deadline only, not for packets.
+  void block(Nanos now, Nanos next, bool deaf = false);
   Nanos pass(Nanos now);  // with mu_ held
 
   verbs::Device& dev_;
@@ -123,6 +124,9 @@ class ProgressEngine {
   std::atomic<bool> sleeping_{false};
   std::atomic<Nanos> sleep_until_{0};  // the sleeping thread's timeout; 0 while awake
   static constexpr uint64_t kEmptySpinsPerYield = 8;
+  // The longest the thread sleeps when it found a caller's pass in progress: a bound on how late
+  // a timer can be if that pass ended before the thread's sleep_until_ was visible to it.
+  static constexpr Nanos kContendedSleepNs = 200'000;
   uint64_t empty_spins_ = 0;  // pump_or_wait's empty passes while spinning (guarded by the caller)
   std::atomic<Nanos> last_drive_{0};  // when a polling application last ran a pass
   std::thread thread_;

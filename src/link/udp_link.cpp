@@ -685,7 +685,10 @@ size_t UdpLink::poll(const RxHandler& handler, size_t budget) {
         if (got >= 0) msgs[0].msg_len = static_cast<unsigned>(got);
         r = got >= 0 ? 1 : -1;
       }
-      if (r <= 0) break;  // EAGAIN: nothing more now (other errors: try again next poll)
+      if (r <= 0) {  // EAGAIN: nothing more now (other errors: try again next poll)
+        ++stats_.rx_empty_syscalls;
+        break;
+      }
       for (int i = 0; i < r; ++i) {
         RxBuffer& b = rx_[i];
         const msghdr& m = msgs[i].msg_hdr;

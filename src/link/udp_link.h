@@ -72,6 +72,7 @@ struct UdpLinkOptions {
 struct UdpLinkStats {
   uint64_t tx_syscalls = 0, tx_gso_sends = 0, tx_eagain_waits = 0;
   uint64_t rx_syscalls = 0, rx_gro_blobs = 0;
+  uint64_t rx_empty_syscalls = 0;    // receive calls that found the socket empty
   uint64_t rx_icrc_gso_id = 0;       // IPv4 ICRCs that matched a GSO segment's IP ID (see .cpp)
   uint64_t tx_icrc_prefix_hits = 0;  // sends whose IP/UDP part of the ICRC was kept (see .cpp)
   uint64_t rx_group_datagrams = 0;   // datagrams read from multicast group sockets

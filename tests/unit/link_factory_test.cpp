@@ -10,6 +10,7 @@
 #include <fstream>
 #include <iterator>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "api/nic.h"
@@ -280,6 +281,33 @@ TEST(OpenNic, KeepsTheQpDefaultsItsUsersApplyToEveryQp) {
   EXPECT_EQ(init.congestion.line_rate_bps, 2e9);
   EXPECT_EQ(init.loss_recovery, LossRecovery::kSelectiveRepeat);
   EXPECT_EQ(init.write_segments, WriteSegments::kPerMessage);
+}
+
+uint64_t counter(const std::vector<verbs::Counter>& all, std::string_view name) {
+  for (const auto& c : all)
+    if (c.name == name) return c.value;
+  ADD_FAILURE() << "no counter " << name;
+  return 0;
+}
+
+TEST(OpenNic, CountersAddWhoRanThePassesAndTheLinksSystemCalls) {
+  api::NicOptions o;
+  o.link.address = "127.77.53.4";
+  auto nic = api::open_nic(o);
+  ASSERT_TRUE(nic.ok()) << std::strerror(nic.error());
+  api::Nic& n = **nic;
+  n.engine().pump();  // two passes on this thread, each one receive call that finds nothing
+  n.engine().pump();
+  const std::vector<verbs::Counter> all = n.counters();
+  EXPECT_EQ(counter(all, "progress_passes"), 2u);  // the device's own counters come first
+  EXPECT_EQ(counter(all, "engine_passes"), 2u);
+  EXPECT_EQ(counter(all, "engine_inline_passes"), 2u);
+  EXPECT_EQ(counter(all, "engine_sleeps"), 0u);
+  EXPECT_EQ(counter(all, "link_rx_calls"), 2u);
+  EXPECT_EQ(counter(all, "link_rx_empty_calls"), 2u);
+  EXPECT_EQ(counter(all, "link_tx_calls"), 0u);
+  EXPECT_EQ(counter(all, "link_tx_gso_sends"), 0u);
+  EXPECT_EQ(counter(all, "link_rx_gro_blobs"), 0u);
 }
 
 TEST(OpenNic, ABadAddressGivesItsErrnoAndASentence) {

@@ -72,7 +72,7 @@ class Node {
   }
   size_t poll_cq(std::span<Completion> out) { return cq_->poll(out); }
 
-  std::vector<Counter> device_counters() const { return nic_->device().counters(); }
+  std::vector<Counter> device_counters() const { return nic_->counters(); }
   std::vector<Counter> qp_counters() const { return qp_->counters(); }
   const std::string& device_name() const { return nic_->device().name(); }
   std::string gid_string() const;

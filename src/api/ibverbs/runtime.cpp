@@ -95,21 +95,9 @@ void Runtime::write_stats() {
   if (path == nullptr || stats_written_.exchange(true)) return;
   std::string text;
   const std::string side = name_ + "/" + std::to_string(::getpid());
-  for (const auto& c : device().counters())
+  // The device's, the progress engine's and the link's (api::Nic::counters()).
+  for (const auto& c : nic_->counters())
     text += side + "." + std::string(c.name) + " " + std::to_string(c.value) + "\n";
-  // Who ran the passes and what woke the progress thread (docs/performance.md, "The drop-in path").
-  const api::ProgressStats p = nic_->engine().stats();
-  const std::pair<const char*, uint64_t> engine[] = {
-      {"engine_passes", p.passes},
-      {"engine_inline_passes", p.inline_passes},
-      {"engine_sleeps", p.sleeps},
-      {"engine_wakeups_by_kick", p.wakeups_by_kick},
-      {"engine_wakeups_by_packet", p.wakeups_by_packet},
-      {"engine_wakeups_by_timeout", p.wakeups_by_timeout},
-      {"engine_kicks_sent", p.kicks_sent},
-  };
-  for (const auto& [name, value] : engine)
-    text += side + "." + name + " " + std::to_string(value) + "\n";
   // One append-mode write per process and device: concurrent processes do not interleave lines.
   int fd = ::open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (fd < 0 || ::write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size()))
