@@ -4,7 +4,8 @@
 # each round runs the same figures with both binaries, alternating which goes first, so the host's
 # minute-to-minute speed hits both alike. Compare medians and per-round ratios, never one run.
 #   bench/ab.sh OLD_UROCE NEW_UROCE [ROUNDS]
-# Environment: A, B (addresses, default 127.0.0.1 / 127.0.0.2), SECONDS_EACH (default 2),
+# Environment: A, B (addresses, default 127.0.0.1 / 127.0.0.2; pick others when another run or
+#   test may use these), SECONDS_EACH (default 2),
 #   PIN=1 (server on CPU 0, client on CPU 1: removes the bimodal latency of both landing on one).
 set -uo pipefail
 OLD=${1:?usage: $0 OLD_UROCE NEW_UROCE [ROUNDS]}
@@ -18,9 +19,16 @@ server_cpu=() client_cpu=()
 if [[ ${PIN:-0} == 1 ]]; then server_cpu=(taskset -c 0) client_cpu=(taskset -c 1); fi
 
 # fig BIN TEST MODE SIZE KEY: prints the figure from the client's JSON (nan if the run failed).
+# Runs in a command substitution, so the port is taken from a counter file: a variable incremented
+# in that subshell would be lost and every run would reuse one port.
+port_file=$(mktemp)
+trap 'rm -f "$port_file"' EXIT
+echo "$PORT" >"$port_file"
 fig() {
   local bin=$1 test=$2 mode=$3 size=$4 key=$5 json=""
-  PORT=$((PORT + 1))
+  local PORT
+  PORT=$(($(<"$port_file") + 1))
+  echo "$PORT" >"$port_file"
   "${server_cpu[@]}" "$bin" bench --server --addr "$A" -p $PORT --accept-timeout 20 >/dev/null 2>&1 &
   local server=$!
   for ((try = 0; try < 50; try++)); do  # the server needs a moment to listen
