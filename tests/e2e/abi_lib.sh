@@ -75,7 +75,7 @@ abi_run_pair() {
   # (a fixed pause lost the race on a loaded machine), at most 20 s.
   local waited=0 child
   while ((waited < 200)); do
-    child=$(pgrep -P "$spid" | head -1)
+    child=$(LD_PRELOAD= pgrep -P "$spid" | head -1)  # pgrep hangs with the sanitizer runtimes preloaded
     [[ -n $child ]] && ss -Hltnp 2>/dev/null | grep -q "pid=$child," && break
     kill -0 "$spid" 2>/dev/null || break  # it died: its exit code says why
     sleep 0.1

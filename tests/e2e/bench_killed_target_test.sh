@@ -18,7 +18,7 @@ for test in write read; do
   sleep 2
   kill -0 "$client" 2>/dev/null || fail "$test: client ended before the target was killed"
   # SIGKILL the server itself (SERVER_PID is its `timeout` wrapper).
-  target=$(pgrep -P "$SERVER_PID" -x uroce) || fail "$test: server is not running"
+  target=$(LD_PRELOAD= pgrep -P "$SERVER_PID" -x uroce) || fail "$test: server is not running"
   kill -9 "$target"
   start=$(date +%s)
   rc=0

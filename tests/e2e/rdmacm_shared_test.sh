@@ -68,7 +68,7 @@ echo "ok   rping -C 10 -v, server and client on $S: 10 verified ping-pongs, ever
 
 # ---- a listener killed: its service is taken over ----------------------------------------------
 serve killed rping -s -a $S -p 7263
-killed=$(pgrep -P "$SERVER_PID" -x rping)  # rping itself, under timeout
+killed=$(LD_PRELOAD= pgrep -P "$SERVER_PID" -x rping)  # rping itself, under timeout; pgrep hangs with ASan preloaded
 [[ -n $killed ]] || abi_fail "no rping server to kill"
 kill -KILL "$killed"
 { wait "$SERVER_PID"; } 2>/dev/null
