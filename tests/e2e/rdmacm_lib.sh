@@ -47,3 +47,15 @@ show() {
   echo "---- $1 client" >&2; cat "$ABI_TMP/$1.client" >&2
 }
 
+# rping's data lines (64-byte buffer): "rdma-ping-N: " and then the characters 'A'..'z' from 'A' + N
+# on, wrapping, up to the closing NUL.
+expected_pings() {
+  /usr/bin/python3 - "$1" "$2" <<'PY'
+import sys
+prefix, count = sys.argv[1], int(sys.argv[2])
+for n in range(count):
+    head = "rdma-ping-%d: " % n
+    tail = "".join(chr(65 + (n + i) % 58) for i in range(64 - 1 - len(head)))
+    print("%sping data: %s%s" % (prefix, head, tail))
+PY
+}

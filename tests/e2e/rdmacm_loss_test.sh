@@ -41,17 +41,8 @@ done
 in_a() { ip netns exec "$NS_A" env UROCE_DEVICES="urocea=$A" "$@"; }
 in_b() { ip netns exec "$NS_B" env UROCE_DEVICES="uroceb=$B" "$@"; }
 
-# rping's data lines (64-byte buffer), as in rdmacm_test.sh.
-expected_pings() {
-  /usr/bin/python3 - "$1" "$2" <<'PY'
-import sys
-prefix, count = sys.argv[1], int(sys.argv[2])
-for n in range(count):
-    head = "rdma-ping-%d: " % n
-    tail = "".join(chr(65 + (n + i) % 58) for i in range(64 - 1 - len(head)))
-    print("%sping data: %s%s" % (prefix, head, tail))
-PY
-}
+# expected_pings: rdmacm_lib.sh (its serve/client/show are not used here).
+source "$(dirname "$0")/rdmacm_lib.sh"
 
 # A lost REQ or REP waits for the CM's response timeout (rdma_cm's 2^20 * 4.096 us, about 4.3 s,
 # plus twice the packet lifetime) before it is sent again.

@@ -25,17 +25,6 @@ S=127.0.62.1 C=127.0.62.1
 export UROCE_SHARED_ADDRESS=1
 source "$(dirname "$0")/rdmacm_lib.sh"
 
-expected_pings() {  # as rdmacm_test.sh: rping's data lines
-  /usr/bin/python3 - "$1" "$2" <<'PY'
-import sys
-prefix, count = sys.argv[1], int(sys.argv[2])
-for n in range(count):
-    head = "rdma-ping-%d: " % n
-    tail = "".join(chr(65 + (n + i) % 58) for i in range(64 - 1 - len(head)))
-    print("%sping data: %s%s" % (prefix, head, tail))
-PY
-}
-
 check_rping() {  # check_rping NAME: both sides ended 0 with every data line
   [[ $CLIENT_RC == 0 && $src == 0 ]] || { show "$1"; abi_fail "$1: client $CLIENT_RC, server $src"; }
   diff <(expected_pings "" 10) <(grep -v '^client DISCONNECT EVENT\.\.\.$' "$ABI_TMP/$1.client") >&2 ||
