@@ -1,5 +1,7 @@
 #include "api/cm/cm_port.h"
 
+#include <signal.h>
+
 #include <vector>
 
 namespace uroce::cm {
@@ -11,12 +13,19 @@ CmPort::CmPort(verbs::Device& device, CmConfig config, std::function<void()> wak
       wake_(std::move(wake)),
       pass_(std::move(pass)),
       clock_(std::move(clock)),
-      cm_(device.gid(), config) {
+      cm_(device.gid(), config),
+      max_handoff_(config.max_events) {
   device_.attach_management_agent(this);
 }
 
 CmPort::~CmPort() {
-  device_.attach_management_agent(nullptr);
+  device_.attach_management_agent(nullptr);  // waits out a pass in flight: no more events
+  {
+    std::lock_guard lock(events_mu_);
+    stopping_ = true;
+  }
+  events_cv_.notify_all();
+  if (events_thread_.joinable()) events_thread_.join();
 }
 
 void CmPort::receive(const Gid& peer, std::span<const uint8_t> mad, Nanos now) {
@@ -44,36 +53,82 @@ Nanos CmPort::transmit(Nanos now, const SendMad& send) {
     next_deadline_.store(next, std::memory_order_relaxed);
     changed_.store(false, std::memory_order_release);
   }
+  // Not the handler itself: it may take a lock that a consumer holds while its call waits for
+  // this pass (librdmacm's), so it runs on the event thread.
   if (!events.empty()) {
-    std::lock_guard lock(handler_mu_);
+    std::lock_guard lock(events_mu_);
     for (CmEvent& e : events) {
-      if (handler_) {
-        handler_(std::move(e));
+      if (!thread_started_ || handoff_.size() >= max_handoff_) {
+        events_unhandled_.fetch_add(1, std::memory_order_relaxed);
       } else {
-        ++events_unhandled_;
+        handoff_.push_back(std::move(e));
       }
     }
+    events_cv_.notify_one();
   }
   return next;
 }
 
+void CmPort::deliver_events() {
+  std::unique_lock lock(events_mu_);
+  for (;;) {
+    events_cv_.wait(lock, [&] { return stopping_ || !handoff_.empty(); });
+    if (stopping_) return;
+    std::deque<CmEvent> batch;
+    batch.swap(handoff_);
+    lock.unlock();
+    {
+      std::lock_guard handler_lock(handler_mu_);
+      for (CmEvent& e : batch) {
+        if (handler_) {
+          handler_(std::move(e));
+        } else {
+          events_unhandled_.fetch_add(1, std::memory_order_relaxed);
+        }
+      }
+    }
+    lock.lock();
+  }
+}
+
 void CmPort::set_event_handler(EventHandler handler) {
+  if (handler) {
+    std::lock_guard lock(events_mu_);
+    if (!thread_started_ && !stopping_) {
+      // Signals stay with the program's threads, as the progress engine's thread leaves them.
+      sigset_t all, old;
+      sigfillset(&all);
+      pthread_sigmask(SIG_SETMASK, &all, &old);  // the new thread inherits this mask
+      events_thread_ = std::thread([this] { deliver_events(); });
+      pthread_sigmask(SIG_SETMASK, &old, nullptr);
+      thread_started_ = true;
+    }
+  }
   std::lock_guard lock(handler_mu_);
   handler_ = std::move(handler);
 }
 
 uint64_t CmPort::events_unhandled() const {
-  std::lock_guard lock(handler_mu_);
-  return events_unhandled_;
+  return events_unhandled_.load(std::memory_order_relaxed);
 }
 
 template <typename F>
 auto CmPort::locked(F&& call) {
+  bool queued = false;
   auto result = [&] {
     std::lock_guard lock(mu_);
     changed_ = true;
-    return call(clock_());
+    auto r = call(clock_());
+    queued = cm_.has_outgoing();
+    return r;
   }();
+  // What the call queued (REQ, REP, RTU, REJ, DREQ, SIDR) leaves now, in a pass on this thread,
+  // not when the engine next wakes: a program that exits right after (rping's client after
+  // rdma_disconnect, pyverbs' passive side after rdma_reject) must not take it along, as a
+  // kernel's CM would send it anyway. The pass hands events to the event thread, so this waits
+  // only for a pass in flight, never for a handler, and callers may hold a lock the handler takes.
+  if (queued && pass_) pass_();
+  // The engine's thread may sleep on a deadline older than the CM's new one (a retry timer).
   if (wake_) wake_();
   return result;
 }
@@ -142,10 +197,6 @@ int CmPort::sidr_reject(ConnId id, std::span<const uint8_t> private_data) {
 CmCounters CmPort::counters() const {
   std::lock_guard lock(mu_);
   return cm_.counters();
-}
-
-void CmPort::flush() {
-  if (pass_) pass_();
 }
 
 }  // namespace uroce::cm

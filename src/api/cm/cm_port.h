@@ -1,12 +1,17 @@
 #pragma once
 // A device's connection manager in real time: the sans-I/O ConnectionManager behind a lock,
 // attached to the device as its GSI management agent (verbs/gsi.h), so MADs to QPN 1 reach it
-// and its MADs and timers go out in the device's progress passes; consumer calls wake the
-// progress engine. api::Nic owns one per device (docs/cm.md).
+// and its timers and answers go out in the device's progress passes. A MAD a consumer call
+// causes goes out in a pass on the calling thread before the call returns; events reach the
+// handler on a thread of the port's own, outside every pass. api::Nic owns one per device
+// (docs/cm.md).
 #include <atomic>
+#include <condition_variable>
+#include <deque>
 #include <functional>
 #include <mutex>
 #include <optional>
+#include <thread>
 #include <unordered_map>
 
 #include "api/cm/cm_service.h"
@@ -23,7 +28,7 @@ class CmPort final : public CmService, public verbs::ManagementAgent {
   // are stamped with.
   CmPort(verbs::Device& device, CmConfig config, std::function<void()> wake,
          std::function<void()> pass, std::function<Nanos()> clock);
-  ~CmPort() override;  // detaches from the device
+  ~CmPort() override;  // detaches from the device, stops the event thread
   CmPort(const CmPort&) = delete;
   CmPort& operator=(const CmPort&) = delete;
 
@@ -52,13 +57,15 @@ class CmPort final : public CmService, public verbs::ManagementAgent {
                  std::span<const uint8_t> private_data) override;
   int sidr_reject(ConnId id, std::span<const uint8_t> private_data) override;
   CmCounters counters() const override;
-  void flush() override;
   uint64_t events_unhandled() const;
 
  private:
-  // Runs `call` on the CM under the lock, then wakes the engine.
+  // Runs `call` on the CM under the lock; then a pass on the calling thread sends what it queued,
+  // and the engine is woken to take up the CM's new deadline.
   template <typename F>
   auto locked(F&& call);
+  // The event thread: hands what transmit() queued to the handler, in order.
+  void deliver_events();
 
   verbs::Device& device_;
   const uint64_t ca_guid_;
@@ -73,7 +80,17 @@ class CmPort final : public CmService, public verbs::ManagementAgent {
   std::atomic<Nanos> next_deadline_{0};  // cm_.next_deadline() as of then
   mutable std::mutex handler_mu_;        // the handler; held while it runs, so replacing it waits
   EventHandler handler_;
-  uint64_t events_unhandled_ = 0;  // guarded by handler_mu_
+  std::atomic<uint64_t> events_unhandled_{0};  // no handler, or the hand-off queue full
+  // Events on their way from the passes to the event thread: at most CmConfig::max_events (past
+  // it dropped and counted in events_unhandled_, as the CM's own queue counts its drops). The
+  // thread starts with the first handler; until then events are counted, not kept.
+  std::mutex events_mu_;
+  std::condition_variable events_cv_;
+  std::deque<CmEvent> handoff_;
+  const size_t max_handoff_;
+  bool stopping_ = false;        // guarded by events_mu_
+  bool thread_started_ = false;  // guarded by events_mu_
+  std::thread events_thread_;
   // The service ID of each listener (guarded by mu_; at most CmConfig::max_listeners), released
   // at the link when it stops.
   std::unordered_map<ListenerId, uint64_t> listened_;

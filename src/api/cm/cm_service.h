@@ -15,8 +15,8 @@ namespace uroce::cm {
 
 class CmService {
  public:
-  // Called from the device's progress pass, with no CM lock held but inside the pass: it must
-  // not call verbs that wait for the pass (destroying QPs, MRs) or take a lock held around them.
+  // Called on the port's event thread, outside every progress pass and with no CM lock held, in
+  // the order the CM emitted the events; the consumer's calls may run meanwhile on its threads.
   using EventHandler = std::function<void(CmEvent&&)>;
 
   virtual ~CmService() = default;
@@ -25,7 +25,10 @@ class CmService {
   // Replaces the handler (empty: events are dropped and counted).
   virtual void set_event_handler(EventHandler handler) = 0;
 
-  // ConnectionManager's calls; each wakes the progress engine to send what it queued.
+  // ConnectionManager's calls. A MAD a call causes (REQ, REP, RTU, REJ, DREQ, SIDR_REQ,
+  // SIDR_REP) is on the wire when it returns: a process may exit right after. The calls wait for
+  // a progress pass in flight, never for the event handler, so they may be made under a lock the
+  // handler takes.
   virtual Result<ListenerId> listen(uint64_t service_id) = 0;
   virtual int stop_listening(ListenerId id) = 0;
   virtual Result<ConnId> connect(const ConnectParams& p) = 0;
@@ -41,9 +44,6 @@ class CmService {
                          std::span<const uint8_t> private_data) = 0;
   virtual int sidr_reject(ConnId id, std::span<const uint8_t> private_data) = 0;
   virtual CmCounters counters() const = 0;
-  // Runs a device pass on the calling thread, so what the calls above queued is on the wire when
-  // it returns (a process about to exit sends its DREQs).
-  virtual void flush() = 0;
   // reject() with another REJ reason than consumer defined (rdma_reject_ece: 35).
   virtual int reject_with_reason(ConnId id, uint16_t reason,
                                  std::span<const uint8_t> private_data) = 0;

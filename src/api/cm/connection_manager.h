@@ -189,6 +189,7 @@ class ConnectionManager {
   void advance(Nanos now);
   Nanos next_deadline() const;
   std::optional<OutgoingMad> pop_outgoing();
+  bool has_outgoing() const { return !outgoing_.empty(); }
   std::optional<CmEvent> pop_event();
 
   std::optional<ConnState> state(ConnId id) const;

@@ -3,8 +3,10 @@
 // semaphore eventfds, so a program can poll them, block on them or set them non-blocking.
 //
 // Locking: g_mu guards the library's tables (devices, ids' connection records, channel queues).
-// The CM's event handler runs inside the device's progress pass and takes g_mu, so g_mu is never
-// held across a verbs call that waits for the pass (creating, modifying or destroying a QP).
+// The CM's event handler runs on the CM's event thread and takes g_mu. The CM's calls, made under
+// g_mu, wait for a progress pass in flight (they send their MADs before returning); a pass never
+// waits for g_mu. Verbs calls that wait for the pass (creating, modifying or destroying a QP) are
+// made without g_mu all the same.
 #include <arpa/inet.h>
 #include <fcntl.h>
 #include <netdb.h>
@@ -302,9 +304,13 @@ void forget_conn(Id* id) {
   id->conn.reset();
 }
 
-// The CM's handler for device `dev` (inside its progress pass; see the locking note on top).
-void on_cm_event(int dev, cm::CmEvent&& e) {
+// The handler of the CM `from` (on its event thread; see the locking note on top).
+void on_cm_event(const cm::CmService* from, cm::CmEvent&& e) {
   std::lock_guard lock(g_mu);
+  int dev = -1;
+  for (size_t i = 0; i < g_devices.size(); ++i)
+    if (g_devices[i].cm == from) dev = static_cast<int>(i);
+  if (dev < 0) return;  // before init_devices published its table: nothing here to tell
   const bool sidr_request = e.type == cm::CmEventType::kSidrRequest;
   if (e.type == cm::CmEventType::kConnectRequest || sidr_request) {
     auto it = g_listeners.find({dev, e.listener});
@@ -415,12 +421,11 @@ void on_cm_event(int dev, cm::CmEvent&& e) {
 }
 
 // A process that exits with connections up: each gets its DREQ (or REJ) before the CM goes with
-// the process, as the kernel's CM would send it for a hardware NIC, and its listeners stop (later
-// REQs get REJ 8). Then the CMs let go of on_cm_event: their progress threads run on through
-// exit, past the destruction of this library's tables (registered before this handler, so
-// destroyed after it returns).
+// the process, as the kernel's CM would send it for a hardware NIC (on the wire when destroy()
+// returns), and its listeners stop (later REQs get REJ 8). Then the CMs let go of on_cm_event:
+// their threads run on through exit, past the destruction of this library's tables (registered
+// before this handler, so destroyed after it returns).
 void disconnect_all_at_exit() {
-  std::vector<cm::CmService*> used;
   {
     std::lock_guard lock(g_mu);
     for (Id* id : g_ids) {
@@ -429,12 +434,10 @@ void disconnect_all_at_exit() {
       if (!id->conn || id->device < 0) continue;
       g_devices[id->device].cm->destroy(*id->conn);
       forget_conn(id);
-      used.push_back(g_devices[id->device].cm);
     }
     g_listeners.clear();
   }
-  for (cm::CmService* cm : used) cm->flush();
-  // Waits for a handler running on a progress thread to return (CmPort::set_event_handler).
+  // Waits for a handler running on a CM's event thread to return (CmPort::set_event_handler).
   for (DeviceEntry& d : g_devices) d.cm->set_event_handler({});
 }
 
@@ -477,6 +480,13 @@ int init_devices() {
     found.push_back(d);
   }
   ibv_free_device_list(list);
+  // Before taking g_mu, which the handler takes on the CM's event thread (set_event_handler waits
+  // for a running handler). The CMs are libibverbs' per device, so a thread that loses the race
+  // below installs the same handlers again.
+  for (DeviceEntry& d : found) {
+    cm::CmService* cm = d.cm;
+    cm->set_event_handler([cm](cm::CmEvent&& e) { on_cm_event(cm, std::move(e)); });
+  }
   std::lock_guard lock(g_mu);
   if (g_initialized) {  // another thread got there first
     for (DeviceEntry& d : found) {
@@ -489,10 +499,6 @@ int init_devices() {
   g_initialized = true;
   g_init_error = g_devices.empty() ? ENODEV : 0;
   std::atexit(disconnect_all_at_exit);
-  for (size_t i = 0; i < g_devices.size(); ++i) {
-    const int dev = static_cast<int>(i);
-    g_devices[i].cm->set_event_handler([dev](cm::CmEvent&& e) { on_cm_event(dev, std::move(e)); });
-  }
   return g_init_error;
 }
 
@@ -1219,22 +1225,17 @@ UROCE_RDMACM_EXPORT int rdma_reject(rdma_cm_id* cm_id, const void* private_data,
                                     uint8_t private_data_len) {
   if (cm_id == nullptr || private_data_len > wire::kRejPrivateBytes) return fail(EINVAL);
   Id* id = from(cm_id);
-  cm::CmService* cm = nullptr;
-  {
-    std::lock_guard lock(g_mu);
-    if (!id->conn || id->device < 0) return fail(EINVAL);
-    std::span<const uint8_t> pd;
-    if (private_data_len) pd = {static_cast<const uint8_t*>(private_data), private_data_len};
-    cm = g_devices[id->device].cm;
-    if (int err = id->sidr ? cm->sidr_reject(*id->conn, pd) : cm->reject(*id->conn, pd))
-      return fail(err);
-    forget_conn(id);
-    id->state = IdState::kDisconnected;
-  }
-  // The REJ leaves before the call returns: a process that exits next (pyverbs' passive side
-  // leaves with os._exit, no at-exit handler) would otherwise take it along, where a kernel's CM
-  // sends it anyway, and the peer would wait out its REQ retries.
-  cm->flush();
+  std::lock_guard lock(g_mu);
+  if (!id->conn || id->device < 0) return fail(EINVAL);
+  std::span<const uint8_t> pd;
+  if (private_data_len) pd = {static_cast<const uint8_t*>(private_data), private_data_len};
+  cm::CmService* cm = g_devices[id->device].cm;
+  // The REJ is on the wire when the CM's call returns (CmService), so a process that exits next
+  // (pyverbs' passive side leaves with os._exit) does not take it along.
+  if (int err = id->sidr ? cm->sidr_reject(*id->conn, pd) : cm->reject(*id->conn, pd))
+    return fail(err);
+  forget_conn(id);
+  id->state = IdState::kDisconnected;
   return 0;
 }
 
@@ -1244,20 +1245,15 @@ UROCE_RDMACM_EXPORT int rdma_reject_ece(rdma_cm_id* cm_id, const void* private_d
                                         uint8_t private_data_len) {
   if (cm_id == nullptr || private_data_len > wire::kRejPrivateBytes) return fail(EINVAL);
   Id* id = from(cm_id);
-  cm::CmService* cm = nullptr;
-  {
-    std::lock_guard lock(g_mu);
-    if (!id->conn || id->device < 0 || id->sidr) return fail(EINVAL);
-    std::span<const uint8_t> pd;
-    if (private_data_len) pd = {static_cast<const uint8_t*>(private_data), private_data_len};
-    cm = g_devices[id->device].cm;
-    if (int err =
-            cm->reject_with_reason(*id->conn, wire::rej_reason::kVendorOptionNotSupported, pd))
-      return fail(err);
-    forget_conn(id);
-    id->state = IdState::kDisconnected;
-  }
-  cm->flush();  // as rdma_reject
+  std::lock_guard lock(g_mu);
+  if (!id->conn || id->device < 0 || id->sidr) return fail(EINVAL);
+  std::span<const uint8_t> pd;
+  if (private_data_len) pd = {static_cast<const uint8_t*>(private_data), private_data_len};
+  if (int err = g_devices[id->device].cm->reject_with_reason(
+          *id->conn, wire::rej_reason::kVendorOptionNotSupported, pd))
+    return fail(err);
+  forget_conn(id);
+  id->state = IdState::kDisconnected;
   return 0;
 }
 
