@@ -1,8 +1,8 @@
 // rsockets semantics the rdmacm-utils programs do not reach (tests/e2e/rsocket_test.sh runs it as
 // two processes): non-blocking connect (EINPROGRESS, rpoll POLLOUT, SO_ERROR), EAGAIN, an rpoll
 // that times out, rselect over an rsocket and a pipe, partial reads of an echoed stream checked
-// byte for byte, end of stream after rshutdown(SHUT_WR), rgetpeername, and errnos for a bad
-// descriptor and a riowrite with no window.
+// byte for byte, end of stream after rshutdown(SHUT_WR), rgetpeername, errnos for a bad
+// descriptor and a riowrite with no window, and SO_RCVBUF / SO_SNDBUF as rdma-core reports them.
 //   rsocket_check server ADDR PORT | rsocket_check client ADDR PORT
 #include <arpa/inet.h>
 #include <errno.h>
@@ -43,7 +43,39 @@ static int send_all(int fd, const unsigned char* buf, size_t len) {
   return 0;
 }
 
+static int int_option(int s, int level, int name) {
+  int v = -1;
+  socklen_t len = sizeof v;
+  CHECK(rgetsockopt(s, level, name, &v, &len) == 0 && len == sizeof v, "rgetsockopt %d", name);
+  return v;
+}
+
+static void set_int_option(int s, int level, int name, int v) {
+  CHECK(rsetsockopt(s, level, name, &v, sizeof v) == 0, "rsetsockopt %d = %d", name, v);
+}
+
+// SO_RCVBUF / SO_SNDBUF read back as from rdma-core's rsockets: 128 KiB unless set, a set value
+// doubled, a send buffer under 2 KiB as 4 KiB; a set after the buffers exist changes nothing; a
+// datagram socket's receive buffer, once made, is what its queue holds (at most 384 slots of
+// 2 KiB).
+static void check_dgram_buffer_options(struct sockaddr_in* addr) {
+  int d = rsocket(AF_INET, SOCK_DGRAM, 0);
+  CHECK(d >= 0, "datagram rsocket");
+  CHECK(int_option(d, SOL_SOCKET, SO_RCVBUF) == 131072, "datagram SO_RCVBUF default");
+  CHECK(int_option(d, SOL_SOCKET, SO_SNDBUF) == 131072, "datagram SO_SNDBUF default");
+  set_int_option(d, SOL_SOCKET, SO_RCVBUF, 524288);  // udpong's
+  CHECK(int_option(d, SOL_SOCKET, SO_RCVBUF) == 1048576, "datagram SO_RCVBUF doubled");
+  struct sockaddr_in local = *addr;
+  local.sin_port = 0;
+  CHECK(rbind(d, (struct sockaddr*)&local, sizeof local) == 0, "datagram rbind");
+  CHECK(int_option(d, SOL_SOCKET, SO_RCVBUF) == 384 * 2048, "datagram SO_RCVBUF of 384 slots");
+  set_int_option(d, SOL_SOCKET, SO_RCVBUF, 4096);
+  CHECK(int_option(d, SOL_SOCKET, SO_RCVBUF) == 384 * 2048, "datagram SO_RCVBUF set late");
+  CHECK(rclose(d) == 0, "datagram rclose");
+}
+
 static int run_server(struct sockaddr_in* addr) {
+  check_dgram_buffer_options(addr);
   int l = rsocket(AF_INET, SOCK_STREAM, 0);
   CHECK(l >= 0, "rsocket");
   int one = 1;
@@ -85,6 +117,14 @@ static int run_client(struct sockaddr_in* addr) {
 
   int s = rsocket(AF_INET, SOCK_STREAM, 0);
   CHECK(s >= 0, "rsocket");
+  CHECK(int_option(s, SOL_SOCKET, SO_RCVBUF) == 131072, "SO_RCVBUF default");
+  CHECK(int_option(s, SOL_SOCKET, SO_SNDBUF) == 131072, "SO_SNDBUF default");
+  set_int_option(s, SOL_SOCKET, SO_RCVBUF, 524288);  // the default window, 32 slots of 16 KiB
+  CHECK(int_option(s, SOL_SOCKET, SO_RCVBUF) == 1048576, "SO_RCVBUF doubled");
+  set_int_option(s, SOL_SOCKET, SO_SNDBUF, 3000);
+  CHECK(int_option(s, SOL_SOCKET, SO_SNDBUF) == 6000, "SO_SNDBUF doubled");
+  set_int_option(s, SOL_SOCKET, SO_SNDBUF, 512);
+  CHECK(int_option(s, SOL_SOCKET, SO_SNDBUF) == 4096, "SO_SNDBUF at least 4 KiB");
   CHECK(rfcntl(s, F_SETFL, O_NONBLOCK) == 0, "rfcntl");
   CHECK((rfcntl(s, F_GETFL) & O_NONBLOCK) != 0, "O_NONBLOCK read back");
   int ret = rconnect(s, (struct sockaddr*)addr, sizeof *addr);
@@ -94,6 +134,8 @@ static int run_client(struct sockaddr_in* addr) {
   int err = -1;
   socklen_t len = sizeof err;
   CHECK(rgetsockopt(s, SOL_SOCKET, SO_ERROR, &err, &len) == 0 && err == 0, "SO_ERROR %d", err);
+  set_int_option(s, SOL_SOCKET, SO_RCVBUF, 16384);
+  CHECK(int_option(s, SOL_SOCKET, SO_RCVBUF) == 1048576, "SO_RCVBUF set when connected");
 
   struct sockaddr_in peer;
   len = sizeof peer;

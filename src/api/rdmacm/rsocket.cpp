@@ -27,6 +27,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -67,6 +68,11 @@ constexpr uint32_t kDefaultDgramBuffer = 128 * 1024;
 constexpr uint32_t kMinDgramSlots = 16;
 constexpr uint32_t kMaxDgramSlots = 384;
 constexpr uint32_t kDgramSendSlots = 64;
+// What rgetsockopt reports for SO_RCVBUF / SO_SNDBUF, as rdma-core's rsockets: 128 KiB each unless
+// set; a set value doubled (as Linux does); a send buffer under 2 KiB (rdma-core's RS_SNDLOWAT) is
+// reported as 4 KiB.
+constexpr uint32_t kDefaultReportedBuffer = 128 * 1024;
+constexpr uint32_t kSendLowWater = 2048;
 constexpr uint32_t kGrhBytes = 40;
 constexpr uint32_t kRdmaUdpQkey = 0x01234567;
 constexpr int kResolveTimeoutMs = 2000;
@@ -231,6 +237,12 @@ uint32_t dgram_recv_slots(const RSocket& s) {
   uint64_t slots = buffer / kDgramBufferPerSlot;
   if (s.rq_size) slots = std::min<uint64_t>(slots, s.rq_size);
   return uint32_t(std::clamp<uint64_t>(slots, kMinDgramSlots, kMaxDgramSlots));
+}
+
+// SO_RCVBUF / SO_SNDBUF as rgetsockopt reports them: the value set, doubled, or the default.
+int reported_buffer(int set) {
+  if (set <= 0) return int(kDefaultReportedBuffer);
+  return int(std::min<int64_t>(int64_t(set) * 2, std::numeric_limits<int>::max()));
 }
 
 uint32_t iomaps_of(const RSocket& s) {
@@ -1517,10 +1529,16 @@ UROCE_RSOCKET_EXPORT int rsetsockopt(int socket, int level, int optname, const v
       switch (optname) {
         case SO_REUSEADDR:
           return set_int(s->reuseaddr);
+        // Sizes a socket's buffers when they are made (connect, accept, the first datagram
+        // call); later, as in rdma-core, the call succeeds and changes nothing.
         case SO_RCVBUF:
-          return set_int(s->rcvbuf);
+          if (!int_value(&v)) return fail(EINVAL);
+          if (!s->qp) s->rcvbuf = std::max(v, 0);
+          return 0;
         case SO_SNDBUF:
-          return set_int(s->sndbuf);
+          if (!int_value(&v)) return fail(EINVAL);
+          if (!s->qp) s->sndbuf = std::max(v, 0);
+          return 0;
         case SO_KEEPALIVE:
           return set_int(s->keepalive);
         case SO_LINGER:
@@ -1587,10 +1605,15 @@ UROCE_RSOCKET_EXPORT int rgetsockopt(int socket, int level, int optname, void* o
           v = s->reuseaddr;
           break;
         case SO_RCVBUF:
-          v = int(window_of(*s) * kMessageBytes);
+          v = reported_buffer(s->rcvbuf);
+          // A datagram socket's receive queue holds one slot per 2 KiB (dgram_recv_slots): once
+          // made, the buffer is what its slots hold, if less (rdma-core's ds_set_qp_size).
+          if (s->type == SOCK_DGRAM && s->qp)
+            v = int(std::min<uint64_t>(uint64_t(v), uint64_t(s->recv_slots) * kDgramBufferPerSlot));
           break;
         case SO_SNDBUF:
-          v = s->sndbuf ? s->sndbuf : int(window_of(*s) * kMessageBytes);
+          v = reported_buffer(s->sndbuf);
+          if (v < int(kSendLowWater)) v = 2 * int(kSendLowWater);
           break;
         case SO_KEEPALIVE:
           v = s->keepalive;
