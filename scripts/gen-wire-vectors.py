@@ -134,16 +134,30 @@ def make(name, opcode, exts, payload=b"", v6=False, dscp=0, ecn=2, flow=0, sport
         assert with_icrc(pkt) == data, f"{name}: icrc() here disagrees with scapy on IPv4"
     vec = dict(name=name, layer="ip", ipv6=int(v6), dscp=dscp, ecn=ecn, flow=flow, sport=sport)
     if eth is not None:
-        vlan = eth.get("vlan")
-        ethertype = 0x86DD if v6 else 0x0800
-        if vlan is None:
-            frame = Ether(dst=eth["dst"], src=eth["src"], type=ethertype)
-        else:
-            frame = Ether(dst=eth["dst"], src=eth["src"], type=0x8100) / Dot1Q(
-                prio=vlan >> 13, id=(vlan >> 12) & 1, vlan=vlan & 0xFFF, type=ethertype)
-        data = raw(frame) + data
-        vec.update(layer="eth", eth_dst=eth["dst"].replace(":", ""),
-                   eth_src=eth["src"].replace(":", ""), vlan=vlan if vlan is not None else -1)
+        data = raw(ether_for(eth, 0x86DD if v6 else 0x0800)) + data
+        vec.update(eth_fields_of(eth, "eth"))
+    return finish_vector(vec, pkt, pad, exts, payload, data)
+
+
+def ether_for(eth, ethertype):
+    """The Ethernet header (and 802.1Q tag, if the vector has a VLAN) in front of a packet."""
+    vlan = eth.get("vlan")
+    if vlan is None:
+        return Ether(dst=eth["dst"], src=eth["src"], type=ethertype)
+    return Ether(dst=eth["dst"], src=eth["src"], type=0x8100) / Dot1Q(
+        prio=vlan >> 13, id=(vlan >> 12) & 1, vlan=vlan & 0xFFF, type=ethertype)
+
+
+def eth_fields_of(eth, layer):
+    """The vector fields of a framed packet: its layer name, the MAC addresses and the VLAN."""
+    vlan = eth.get("vlan")
+    return dict(layer=layer, eth_dst=eth["dst"].replace(":", ""),
+                eth_src=eth["src"].replace(":", ""), vlan=vlan if vlan is not None else -1)
+
+
+def finish_vector(vec, pkt, pad, exts, payload, data):
+    """Adds what every vector ends with, v2 or v1: the BTH and extension header fields, the
+    payload, the ICRC (the last 4 bytes, least significant first) and the bytes themselves."""
     vec.update(bth_fields_of(pkt[BTH], pad))
     for e in exts:
         vec.update(ext_fields_of(e))
@@ -300,14 +314,6 @@ def v1_packet(opcode, exts, payload, tclass, flow, hop, sgid, dgid, bth):
     return pkt, pad
 
 
-def ether_for(eth, ethertype):
-    vlan = eth.get("vlan")
-    if vlan is None:
-        return Ether(dst=eth["dst"], src=eth["src"], type=ethertype)
-    return Ether(dst=eth["dst"], src=eth["src"], type=0x8100) / Dot1Q(
-        prio=vlan >> 13, id=(vlan >> 12) & 1, vlan=vlan & 0xFFF, type=ethertype)
-
-
 def make_v1(name, opcode, exts, payload=b"", tclass=0, flow=0, hop=64, sgid=GID_V4_A,
             dgid=GID_V4_B, eth=None, **bth):
     assert [type(e) for e in exts] == exts_for(opcode), f"{name}: headers not table 38's"
@@ -317,17 +323,9 @@ def make_v1(name, opcode, exts, payload=b"", tclass=0, flow=0, hop=64, sgid=GID_
     vec = dict(name=name, layer="v1")
     if eth is not None:
         data = raw(ether_for(eth, ETHERTYPE_ROCE_V1)) + data
-        vlan = eth.get("vlan")
-        vec.update(layer="v1eth", eth_dst=eth["dst"].replace(":", ""),
-                   eth_src=eth["src"].replace(":", ""), vlan=vlan if vlan is not None else -1)
+        vec.update(eth_fields_of(eth, "v1eth"))
     vec.update(tclass=tclass, flow=flow, hop=hop, sgid=sgid.hex(), dgid=dgid.hex())
-    vec.update(bth_fields_of(pkt[BTH], pad))
-    for e in exts:
-        vec.update(ext_fields_of(e))
-    vec["payload"] = payload.hex() or "-"
-    vec["icrc"] = int.from_bytes(data[-4:], "little")
-    vec["bytes"] = data.hex()
-    return vec
+    return finish_vector(vec, pkt, pad, exts, payload, data)
 
 
 def check_icrc_v1_by_hand():
