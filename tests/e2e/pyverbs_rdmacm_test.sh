@@ -18,26 +18,16 @@
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/abi_lib.sh" "$1"
-suite=/usr/share/doc/rdma-core/tests
-python=/usr/bin/python3
-if [[ ! -e $suite/test_rdmacm.py.gz && ! -e $suite/test_rdmacm.py ]] ||
-  ! "$python" -c 'import pyverbs.cmid' 2>/dev/null; then
-  echo "SKIP: rdma-core's pyverbs tests not installed (Debian package python3-pyverbs)"
-  exit 77
-fi
+source "$here/pyverbs_lib.sh"
+pyverbs_require pyverbs.cmid test_rdmacm.py.gz test_rdmacm.py
 if [[ $(id -u) != 0 ]] || ! command -v unshare >/dev/null; then
   echo "SKIP: needs root (mount and network namespaces, the SK_REUSEPORT program)"
   exit 77
 fi
 
 # Only test_rdmacm and the helpers beside it: the package's __init__.py imports every test_*.py.
-unpacked="$ABI_TMP/tests"
-mkdir -p "$unpacked"
-for file in "$suite"/*; do
-  name=$(basename "$file" .gz)
-  [[ $name == test_* && $name != test_rdmacm.py ]] && continue
-  if [[ $file == *.gz ]]; then gzip -dc "$file" >"$unpacked/$name"; else cp "$file" "$unpacked/"; fi
-done
+rdmacm_and_helpers() { [[ $1 != test_* || $1 == test_rdmacm.py ]]; }
+unpacked=$(pyverbs_unpack rdmacm_and_helpers)
 : >"$ABI_TMP/no_skips.txt"
 
 cat >"$ABI_TMP/inside.sh" <<'INSIDE'
@@ -49,13 +39,9 @@ export UROCE_DEVICES=uroce0=127.0.0.1 UROCE_SHARED_ADDRESS=1 PYTHONDONTWRITEBYTE
 exec "$@"
 INSIDE
 timeout -k 5 200 unshare --mount --net bash "$ABI_TMP/inside.sh" \
-  "$python" "$here/pyverbs_run.py" "$unpacked" "$ABI_TMP/no_skips.txt" --dev uroce0 --port 1 \
-  --gid 0 >"$ABI_TMP/run.log" 2>&1
-rc=$?
-if [[ $rc != 0 ]]; then
-  cat "$ABI_TMP/run.log" >&2
-  abi_fail "pyverbs test_rdmacm exited $rc"
-fi
+  "$PYVERBS_PYTHON" "$here/pyverbs_run.py" "$unpacked" "$ABI_TMP/no_skips.txt" --dev uroce0 \
+  --port 1 --gid 0 >"$ABI_TMP/run.log" 2>&1
+pyverbs_check_exit $? "pyverbs test_rdmacm"
 grep -qx "pyverbs: 10 tests, 10 passed, 0 skipped, 0 failures, 0 errors" "$ABI_TMP/run.log" ||
   { cat "$ABI_TMP/run.log" >&2; abi_fail "pyverbs test_rdmacm: not 10 of 10 passed"; }
 grep '^pyverbs:' "$ABI_TMP/run.log"

@@ -13,32 +13,21 @@ set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 source "$here/abi_lib.sh" "$1"
 shift
-suite=/usr/share/doc/rdma-core/tests
-python=/usr/bin/python3
-if [[ ! -e $suite/run_tests.py ]] || ! "$python" -c 'import pyverbs.device' 2>/dev/null; then
-  echo "SKIP: rdma-core's pyverbs tests not installed (Debian package python3-pyverbs)"
-  exit 77
-fi
+source "$here/pyverbs_lib.sh"
+pyverbs_require pyverbs.device run_tests.py
 
-unpacked="$ABI_TMP/tests"
-mkdir -p "$unpacked"
-for file in "$suite"/*; do
-  name=$(basename "$file" .gz)
-  case $name in
-  test_mlx5_* | test_efa* | test_cuda_dmabuf.py) continue ;;
+vendor_neutral() {
+  case $1 in
+  test_mlx5_* | test_efa* | test_cuda_dmabuf.py) return 1 ;;
   esac
-  if [[ $file == *.gz ]]; then gzip -dc "$file" >"$unpacked/$name"; else cp "$file" "$unpacked/"; fi
-done
+}
+unpacked=$(pyverbs_unpack vendor_neutral)
 
 # One device on its own loopback address; the suite's options name its port 1 and GID 0.
 export UROCE_DEVICES=uroce0=127.0.24.1
 export PYTHONDONTWRITEBYTECODE=1
-timeout -k 5 300 "$python" "$here/pyverbs_run.py" "$unpacked" "$here/pyverbs_skips.txt" \
+timeout -k 5 300 "$PYVERBS_PYTHON" "$here/pyverbs_run.py" "$unpacked" "$here/pyverbs_skips.txt" \
   --dev uroce0 --port 1 --gid 0 "$@" >"$ABI_TMP/run.log" 2>&1
-rc=$?
-if [[ $rc != 0 ]]; then
-  cat "$ABI_TMP/run.log" >&2
-  abi_fail "pyverbs suite exited $rc"
-fi
+pyverbs_check_exit $? "pyverbs suite"
 grep '^pyverbs:' "$ABI_TMP/run.log"
 echo PASS
