@@ -252,10 +252,11 @@ Event EventLoop::pop() {
     late_.pop_back();
     return e;
   }
+  const Event e = peeked_ordinary_;  // peek() copied it out of its slot
   uint32_t slot;
   if (wheel_count_ > 0) {
     slot = wheel_front_;  // peek() found it
-    const size_t bucket = slots_[slot].time & kWheelMask;
+    const size_t bucket = e.time & kWheelMask;
     Fifo& f = wheel_[bucket];
     f.head = slots_[slot].next;
     if (f.head == kNil) {
@@ -281,8 +282,7 @@ Event EventLoop::pop() {
     if (!far_.empty()) far_sift_down(0);
   }
   free_slots_.push_back(slot);
-  const Slot& s = slots_[slot];
-  return Event{s.time, 0, s.target, s.arg, 0, s.kind, false};
+  return e;
 }
 
 void EventLoop::set_now(Nanos time) {
