@@ -227,15 +227,26 @@ void EventLoop::keyed_sift_down(size_t i) {
   keyed_place(i, k);
 }
 
+// Bottom-up (Floyd): the hole left at i moves down to a leaf along the earlier child, one
+// comparison a level, and the heap's last entry fills it from there, rising as far as it must
+// (usually not far: it was a leaf). The pops come out in the same order as with a plain sift-down:
+// the keys are all distinct.
 void EventLoop::keyed_remove(uint32_t key) {
-  const size_t i = keyed_pos_[key];
+  size_t i = keyed_pos_[key];
   keyed_pos_[key] = kNotQueued;
   const Keyed last = keyed_heap_.back();
   keyed_heap_.pop_back();
-  if (i == keyed_heap_.size()) return;
+  const size_t n = keyed_heap_.size();
+  if (i == n) return;
+  for (;;) {
+    size_t child = 2 * i + 1;
+    if (child >= n) break;
+    if (child + 1 < n && keyed_later(keyed_heap_[child], keyed_heap_[child + 1])) ++child;
+    keyed_place(i, keyed_heap_[child]);
+    i = child;
+  }
   keyed_place(i, last);
   keyed_sift_up(i);
-  keyed_sift_down(keyed_pos_[last.key]);
 }
 
 Event EventLoop::pop() {
