@@ -13,6 +13,8 @@
 //                  [--icrc] (links compute and check the ICRC: WorldConfig::trusted_wire off)
 //                  [--write-segments packet|message] (WRITE ONLY per MTU, the default, or
 //                  FIRST/MIDDLE/LAST as before 97d79b2)
+//                  [--trace] (the events run and the loop's trace hash: equal for two builds
+//                  that run the same events in the same order)
 #include <sys/resource.h>
 
 #include <algorithm>
@@ -63,7 +65,7 @@ int main(int argc, char** argv) {
   uint32_t k = 8, incast = 64;
   uint64_t end_us = 5000, seed = 1;
   uint64_t incast_bytes = 1'000'000, background_bytes = 20'000'000;
-  bool real = false, per_flow = false, icrc = false, per_message = false;
+  bool real = false, per_flow = false, icrc = false, per_message = false, trace = false;
   uint32_t outstanding = 64;  // 4 MiB in flight: htsim's RoCE source has no window
   std::string tm_file;
   for (int i = 1; i < argc; ++i) {
@@ -97,6 +99,8 @@ int main(int argc, char** argv) {
       per_flow = true;
     else if (a == "--icrc")
       icrc = true;
+    else if (a == "--trace")
+      trace = true;
     else if (a == "--write-segments") {
       const std::string v = next();
       if (v != "packet" && v != "message") {
@@ -109,7 +113,7 @@ int main(int argc, char** argv) {
           stderr,
           "usage: htsim_scenario [--k 8] [--end-us 5000] [--seed 1] [--incast 64] "
           "[--incast-bytes N] [--background-bytes N] [--outstanding WRITES] [--real] [--tm FILE] "
-          "[--fct] [--icrc] [--write-segments packet|message]\n");
+          "[--fct] [--icrc] [--write-segments packet|message] [--trace]\n");
       return 2;
     }
   }
@@ -250,6 +254,10 @@ int main(int argc, char** argv) {
   std::printf("pools: events max_pending=%zu, packet descriptors=%zu, payload buffers=%zu\n",
               world.loop().counters().max_pending, world.fabric().packet_descriptors_made(),
               world.fabric().payload_buffers_made());
+  if (trace)
+    std::printf("trace: events executed=%llu hash=%016llx\n",
+                static_cast<unsigned long long>(world.loop().counters().executed),
+                static_cast<unsigned long long>(world.loop().trace_hash()));
   if (per_flow) {
     for (size_t i = 0; i < r.flows.size(); ++i) {
       const auto& f = r.flows[i];

@@ -36,27 +36,28 @@ void EventLoop::counted_pending() {
   if (pending() > counters_.max_pending) counters_.max_pending = pending();
 }
 
-uint32_t EventLoop::take_slot(const Event& e) {
+uint32_t EventLoop::take_slot(Nanos time, EventTarget& target, uint32_t kind, uint64_t arg) {
+  const Slot s{time, &target, arg, kind, kNil};
   uint32_t slot;
   if (free_slots_.empty()) {
     slot = static_cast<uint32_t>(slots_.size());
-    slots_.push_back(Slot{e, kNil});
+    slots_.push_back(s);
   } else {
     slot = free_slots_.back();
     free_slots_.pop_back();
-    slots_[slot] = Slot{e, kNil};
+    slots_[slot] = s;
   }
   return slot;
 }
 
 bool EventLoop::schedule_at(Nanos time, EventTarget& target, uint32_t kind, uint64_t arg) {
   if (!admit(time)) return false;
-  const Event e{time, next_seq_++, &target, arg, 0, kind, false};
-  const uint32_t slot = take_slot(e);
+  const uint64_t seq = next_seq_++;
+  const uint32_t slot = take_slot(time, target, kind, arg);
   if (time - now_ < kWheelSpan) {
     wheel_append(slot);
   } else {
-    far_.push_back(Far{time, e.seq, slot});
+    far_.push_back(Far{time, seq, slot});
     far_sift_up(far_.size() - 1);
   }
   counted_pending();
@@ -73,7 +74,7 @@ bool EventLoop::schedule_late_at(Nanos time, uint64_t order, EventTarget& target
 }
 
 void EventLoop::wheel_append(uint32_t slot) {
-  const Nanos time = slots_[slot].event.time;
+  const Nanos time = slots_[slot].time;
   const size_t bucket = time & kWheelMask;
   Fifo& f = wheel_[bucket];
   if (f.tail == kNil) {
@@ -87,7 +88,7 @@ void EventLoop::wheel_append(uint32_t slot) {
   ++wheel_count_;
   // A known front stays the front unless this one is earlier (a later one at the same time queues
   // behind it).
-  if (wheel_front_ != kNil && time < slots_[wheel_front_].event.time) wheel_front_ = slot;
+  if (wheel_front_ != kNil && time < slots_[wheel_front_].time) wheel_front_ = slot;
 }
 
 size_t EventLoop::busy_bucket_from(size_t bucket) const {
@@ -108,17 +109,22 @@ size_t EventLoop::busy_bucket_from(size_t bucket) const {
   }
 }
 
-const Event* EventLoop::earliest_ordinary() const {
+uint32_t EventLoop::earliest_ordinary() const {
   if (wheel_count_ > 0) {
     if (wheel_front_ == kNil) wheel_front_ = wheel_[busy_bucket_from(now_ & kWheelMask)].head;
-    return &slots_[wheel_front_].event;
+    return wheel_front_;
   }
-  return far_.empty() ? nullptr : &slots_[far_.front().slot].event;
+  return far_.empty() ? kNil : far_.front().slot;
 }
 
 const Event* EventLoop::peek() const {
   if (peeked_valid_) return peeked_;
-  const Event* best = earliest_ordinary();
+  const Event* best = nullptr;
+  if (const uint32_t slot = earliest_ordinary(); slot != kNil) {
+    const Slot& s = slots_[slot];
+    peeked_ordinary_ = Event{s.time, 0, s.target, s.arg, 0, s.kind, false};
+    best = &peeked_ordinary_;
+  }
   if (!late_.empty() && (best == nullptr || later(*best, late_.front()))) best = &late_.front();
   if (!keyed_heap_.empty()) {
     const Event* k = &keyed_[keyed_heap_.front().key];
@@ -221,15 +227,26 @@ void EventLoop::keyed_sift_down(size_t i) {
   keyed_place(i, k);
 }
 
+// Bottom-up (Floyd): the hole left at i moves down to a leaf along the earlier child, one
+// comparison a level, and the heap's last entry fills it from there, rising as far as it must
+// (usually not far: it was a leaf). The pops come out in the same order as with a plain sift-down:
+// the keys are all distinct.
 void EventLoop::keyed_remove(uint32_t key) {
-  const size_t i = keyed_pos_[key];
+  size_t i = keyed_pos_[key];
   keyed_pos_[key] = kNotQueued;
   const Keyed last = keyed_heap_.back();
   keyed_heap_.pop_back();
-  if (i == keyed_heap_.size()) return;
+  const size_t n = keyed_heap_.size();
+  if (i == n) return;
+  for (;;) {
+    size_t child = 2 * i + 1;
+    if (child >= n) break;
+    if (child + 1 < n && keyed_later(keyed_heap_[child], keyed_heap_[child + 1])) ++child;
+    keyed_place(i, keyed_heap_[child]);
+    i = child;
+  }
   keyed_place(i, last);
   keyed_sift_up(i);
-  keyed_sift_down(keyed_pos_[last.key]);
 }
 
 Event EventLoop::pop() {
@@ -246,10 +263,11 @@ Event EventLoop::pop() {
     late_.pop_back();
     return e;
   }
+  const Event e = peeked_ordinary_;  // peek() copied it out of its slot
   uint32_t slot;
   if (wheel_count_ > 0) {
     slot = wheel_front_;  // peek() found it
-    const size_t bucket = slots_[slot].event.time & kWheelMask;
+    const size_t bucket = e.time & kWheelMask;
     Fifo& f = wheel_[bucket];
     f.head = slots_[slot].next;
     if (f.head == kNil) {
@@ -275,7 +293,7 @@ Event EventLoop::pop() {
     if (!far_.empty()) far_sift_down(0);
   }
   free_slots_.push_back(slot);
-  return slots_[slot].event;
+  return e;
 }
 
 void EventLoop::set_now(Nanos time) {

@@ -37,6 +37,8 @@ class EventTarget {
   virtual void on_event(uint32_t kind, uint64_t arg, Nanos now) = 0;
 };
 
+// What peek() shows and step() runs. `seq` and `order` are kept for late events only (an ordinary
+// event's are 0: it runs in scheduling order among those of its nanosecond, which the queue keeps).
 struct Event {
   Nanos time = 0;
   uint64_t seq = 0;
@@ -126,16 +128,22 @@ class EventLoop {
   bool admit(Nanos time);  // the checks and counters every schedule call shares
   void counted_pending();
   void set_now(Nanos time);
-  const Event* earliest_ordinary() const;
+  uint32_t earliest_ordinary() const;  // its slot, kNil if none
   Event pop();
 
-  // The pool of ordinary events' slots; `next` links a wheel FIFO.
+  // The pool of ordinary events' slots; `next` links a wheel FIFO. A slot is written when its
+  // event is scheduled and read when it runs, usually long enough after to have left the cache:
+  // only what running it needs, two slots to a cache line.
   static constexpr uint32_t kNil = ~uint32_t{0};
-  struct alignas(64) Slot {  // one cache line each
-    Event event;
+  struct alignas(32) Slot {
+    Nanos time = 0;
+    EventTarget* target = nullptr;
+    uint64_t arg = 0;
+    uint32_t kind = 0;
     uint32_t next = kNil;
   };
-  uint32_t take_slot(const Event& e);
+  static_assert(sizeof(Slot) == 32);
+  uint32_t take_slot(Nanos time, EventTarget& target, uint32_t kind, uint64_t arg);
   std::vector<Slot> slots_;
   std::vector<uint32_t> free_slots_;
 
@@ -157,6 +165,7 @@ class EventLoop {
   // What peek() found, until the next schedule or step (a driver peeks several times per event).
   mutable const Event* peeked_ = nullptr;
   mutable bool peeked_valid_ = false;
+  mutable Event peeked_ordinary_;  // an ordinary event peek() found, copied out of its slot
 
   // Ordinary events beyond the wheel's span: a 4-ary heap of (time, seq, slot).
   struct Far {

@@ -52,7 +52,9 @@ SwitchParams::SwitchParams() {
     dscp_to_priority[d] = static_cast<uint8_t>(d >> 3);
 }
 
-struct SwitchFabric::Packet {
+// One cache line each: a descriptor is read cold at nearly every hop, and one that straddled two
+// lines would cost two misses.
+struct alignas(64) SwitchFabric::Packet {
   uint32_t next = kNone;  // FIFO link, and the free list
   uint32_t payload = kNone;
   uint32_t ip_bytes = 0;
@@ -67,31 +69,40 @@ struct SwitchFabric::Packet {
   uint32_t wire_bytes() const { return ip_bytes + kEthOverheadBytes; }
 };
 
+// A port's state, laid out by use: the first line holds what every packet through the port
+// reads, the counters follow, then one line per traffic class with everything a packet of that
+// class touches at this port as egress and as ingress (a fabric carrying one class reads one of
+// the eight), and what only pauses and the watchdog read last.
 struct SwitchFabric::Port {
   struct Fifo {
     uint32_t head = kNone, tail = kNone;
   };
+  struct alignas(64) Class {
+    // Egress.
+    Fifo q;
+    uint64_t q_bytes = 0;
+    Nanos paused_until = 0;
+    Nanos ignore_pause_until = 0;
+    int64_t deficit = 0;
+    // Ingress (switch ports): the buffer held by packets that came in here.
+    uint64_t in_shared = 0, in_hdrm = 0;
+    uint32_t pfc_gen = 0;
+    bool xoff_sent = false;
+  };
   NodeId node = kNone;
   PortId peer = kNone;
-  LinkParams link;
-  // Egress.
-  std::array<Fifo, kPriorities> q{};
-  std::array<uint64_t, kPriorities> q_bytes{};
-  std::array<Nanos, kPriorities> paused_until{};
-  std::array<Nanos, kPriorities> pause_since{};
-  std::array<Nanos, kPriorities> ignore_pause_until{};
-  std::array<int64_t, kPriorities> deficit{};
+  uint32_t tx_packet = kNone;
   uint8_t rr = 0;
   bool rr_credited = false;
   bool busy = false;
-  uint32_t tx_packet = kNone;
+  uint8_t queued = 0;        // a bit per class whose queue is not empty
+  uint8_t with_deficit = 0;  // a bit per class whose deficit is not 0
   Nanos busy_until = 0;
-  // Ingress (switch ports): the buffer held by packets that came in here.
-  std::array<uint64_t, kPriorities> in_shared{}, in_hdrm{};
-  std::array<bool, kPriorities> xoff_sent{};
-  std::array<uint32_t, kPriorities> pfc_gen{};
+  LinkParams link;
   uint64_t headroom = 0;
   PortCounters counters;
+  std::array<Class, kPriorities> cls{};
+  std::array<Nanos, kPriorities> pause_since{};
 };
 
 struct SwitchFabric::Node {
@@ -194,7 +205,7 @@ const PortCounters& SwitchFabric::port_counters(PortId p) const {
   return ports_[p].counters;
 }
 uint64_t SwitchFabric::queue_bytes(PortId p, uint8_t priority) const {
-  return ports_[p].q_bytes[priority];
+  return ports_[p].cls[priority].q_bytes;
 }
 uint64_t SwitchFabric::headroom_bytes(PortId ingress) const {
   return ports_[ingress].headroom;
@@ -214,7 +225,7 @@ uint64_t SwitchFabric::host_queue_bytes(HostId h) const {
 
 bool SwitchFabric::paused(PortId p, uint8_t priority, Nanos now) const {
   const Port& port = ports_[p];
-  return port.paused_until[priority] > now && port.ignore_pause_until[priority] <= now;
+  return port.cls[priority].paused_until > now && port.cls[priority].ignore_pause_until <= now;
 }
 
 std::vector<PortId> SwitchFabric::routes(NodeId sw, HostId dst) const {
@@ -419,49 +430,73 @@ void SwitchFabric::enqueue(PortId p, uint32_t id, Nanos now) {
   Packet& pkt = packets_[id];
   const Node& n = nodes_[port.node];
   const uint8_t prio = pkt.prio;
-  if (!n.params.ecn.mark_at_dequeue) maybe_mark_ce(port, pkt, port.q_bytes[prio]);
+  Port::Class& c = port.cls[prio];
+  if (!n.params.ecn.mark_at_dequeue) maybe_mark_ce(port, pkt, c.q_bytes);
   pkt.next = kNone;
-  Port::Fifo& q = port.q[prio];
-  if (q.tail == kNone) {
-    q.head = id;
+  if (c.q.tail == kNone) {
+    c.q.head = id;
+    port.queued |= static_cast<uint8_t>(1u << prio);
   } else {
-    packets_[q.tail].next = id;
+    packets_[c.q.tail].next = id;
   }
-  q.tail = id;
-  port.q_bytes[prio] += pkt.wire_bytes();
-  port.counters.max_queue_bytes = std::max(port.counters.max_queue_bytes, port.q_bytes[prio]);
+  c.q.tail = id;
+  c.q_bytes += pkt.wire_bytes();
+  port.counters.max_queue_bytes = std::max(port.counters.max_queue_bytes, c.q_bytes);
   try_transmit(p, now);
 }
 
 // Strict-priority classes first, highest first; then deficit round robin over the others with a
 // quantum of weight x MTU (ETS, IEEE 802.1Q-2018 37.3). A paused priority is skipped, never
 // dropped. At most 2 x 8 visits: within one pass every eligible class earns at least one MTU.
+// The round visits only the eligible classes and steps over the rest at once, with the effect a
+// visit to each would have had (the pointer moves on, an empty class loses its credit), so the
+// order and the deficits are those of visiting all eight.
 uint32_t SwitchFabric::pick(Port& port, Nanos now) {
+  uint32_t eligible = 0;
+  for (uint32_t m = port.queued; m != 0; m &= m - 1) {
+    const auto p = static_cast<uint32_t>(std::countr_zero(m));
+    const Port::Class& c = port.cls[p];
+    if (c.paused_until <= now || c.ignore_pause_until > now) eligible |= 1u << p;
+  }
   const Node& n = nodes_[port.node];
-  auto eligible = [&](int p) {
-    return port.q[p].head != kNone &&
-           (port.paused_until[p] <= now || port.ignore_pause_until[p] > now);
-  };
-  for (int p = kPriorities - 1; p >= 0; --p)
-    if ((n.params.strict_mask >> p & 1) && eligible(p)) return static_cast<uint32_t>(p);
-  for (int visit = 0; visit < 2 * kPriorities; ++visit) {
-    const int p = port.rr;
-    if (!(n.params.strict_mask >> p & 1) && eligible(p)) {
-      if (!port.rr_credited) {
-        port.deficit[p] += static_cast<int64_t>(std::max<uint32_t>(1, n.params.ets_weight[p])) *
-                           static_cast<int64_t>(n.mtu_wire);
-        port.rr_credited = true;
-      }
-      const auto size = static_cast<int64_t>(packets_[port.q[p].head].wire_bytes());
-      if (port.deficit[p] >= size) {
-        port.deficit[p] -= size;
-        return static_cast<uint32_t>(p);
-      }
-    } else if (port.q[p].head == kNone) {
-      port.deficit[p] = 0;  // an idle class keeps no credit (DRR)
+  const uint32_t strict = eligible & n.params.strict_mask;
+  if (strict != 0) return static_cast<uint32_t>(31 - std::countl_zero(strict));
+  constexpr uint32_t kVisits = 2 * kPriorities;
+  for (uint32_t visits = 0; visits < kVisits;) {
+    uint32_t steps = kVisits - visits;  // to the next eligible class, or to the round's end
+    if (eligible != 0) {
+      const uint32_t from_rr = (eligible >> port.rr | eligible << (kPriorities - port.rr)) & 0xff;
+      steps = std::min(steps, static_cast<uint32_t>(std::countr_zero(from_rr)));
+    }
+    if (steps > 0) {
+      const uint32_t run = steps >= kPriorities ? 0xffu : (1u << steps) - 1;
+      const uint32_t visited = (run << port.rr | run >> (kPriorities - port.rr)) & 0xff;
+      // An idle class keeps no credit (DRR).
+      for (uint32_t m = visited & ~port.queued & port.with_deficit; m != 0; m &= m - 1)
+        port.cls[std::countr_zero(m)].deficit = 0;
+      port.with_deficit &= static_cast<uint8_t>(~(visited & ~port.queued));
+      port.rr = static_cast<uint8_t>((port.rr + steps) % kPriorities);
+      port.rr_credited = false;
+      visits += steps;
+      continue;
+    }
+    const uint32_t p = port.rr;
+    Port::Class& c = port.cls[p];
+    if (!port.rr_credited) {
+      c.deficit += static_cast<int64_t>(std::max<uint32_t>(1, n.params.ets_weight[p])) *
+                   static_cast<int64_t>(n.mtu_wire);
+      port.with_deficit |= static_cast<uint8_t>(1u << p);
+      port.rr_credited = true;
+    }
+    const auto size = static_cast<int64_t>(packets_[c.q.head].wire_bytes());
+    if (c.deficit >= size) {
+      c.deficit -= size;
+      if (c.deficit == 0) port.with_deficit &= static_cast<uint8_t>(~(1u << p));
+      return p;
     }
     port.rr = static_cast<uint8_t>((port.rr + 1) % kPriorities);
     port.rr_credited = false;
+    ++visits;
   }
   return kNone;
 }
@@ -471,13 +506,16 @@ void SwitchFabric::try_transmit(PortId p, Nanos now) {
   if (port.busy || port.peer == kNone) return;
   const uint32_t prio = pick(port, now);
   if (prio == kNone) return;
-  Port::Fifo& q = port.q[prio];
-  const uint32_t id = q.head;
+  Port::Class& c = port.cls[prio];
+  const uint32_t id = c.q.head;
   Packet& pkt = packets_[id];
-  q.head = pkt.next;
-  if (q.head == kNone) q.tail = kNone;
-  port.q_bytes[prio] -= pkt.wire_bytes();
-  if (nodes_[port.node].params.ecn.mark_at_dequeue) maybe_mark_ce(port, pkt, port.q_bytes[prio]);
+  c.q.head = pkt.next;
+  if (c.q.head == kNone) {
+    c.q.tail = kNone;
+    port.queued &= static_cast<uint8_t>(~(1u << prio));
+  }
+  c.q_bytes -= pkt.wire_bytes();
+  if (nodes_[port.node].params.ecn.mark_at_dequeue) maybe_mark_ce(port, pkt, c.q_bytes);
   port.busy = true;
   port.tx_packet = id;
   port.busy_until = now + serialisation_ns(pkt.wire_bytes(), port.link.rate_bps);
@@ -564,7 +602,7 @@ std::unique_ptr<uint8_t[]> SwitchFabric::exchange_payload(const Delivered& packe
 
 bool SwitchFabric::xoff_needed(const Port& in, uint8_t prio) const {
   const Node& n = nodes_[in.node];
-  return in.in_hdrm[prio] > 0 || in.in_shared[prio] + n.mtu_wire > n.xoff ||
+  return in.cls[prio].in_hdrm > 0 || in.cls[prio].in_shared + n.mtu_wire > n.xoff ||
          n.shared_used + n.mtu_wire > n.shared_size;
 }
 
@@ -587,32 +625,32 @@ void SwitchFabric::switch_receive(PortId in, uint32_t id, Nanos now) {
   const PortId egress = out.size() == 1 ? out[0] : out[splitmix64(h) % out.size()];
   const uint64_t size = pkt.wire_bytes();
   if (n.params.lossless_mask >> prio & 1) {
-    if (port.in_shared[prio] + size <= n.xoff && n.shared_used + size <= n.shared_size) {
-      port.in_shared[prio] += size;
+    if (port.cls[prio].in_shared + size <= n.xoff && n.shared_used + size <= n.shared_size) {
+      port.cls[prio].in_shared += size;
       n.shared_used += size;
     } else {
       // Above XOFF: only the headroom, which the pause sent earlier guarantees is enough.
-      port.in_hdrm[prio] += size;
-      UROCE_CHECK(port.in_hdrm[prio] <= port.headroom);  // a lossless priority never drops
+      port.cls[prio].in_hdrm += size;
+      UROCE_CHECK(port.cls[prio].in_hdrm <= port.headroom);  // a lossless priority never drops
       counters_.max_lossless_headroom_used =
-          std::max(counters_.max_lossless_headroom_used, port.in_hdrm[prio]);
+          std::max(counters_.max_lossless_headroom_used, port.cls[prio].in_hdrm);
     }
-    if (!port.xoff_sent[prio] && xoff_needed(port, prio)) {
-      port.xoff_sent[prio] = true;
+    if (!port.cls[prio].xoff_sent && xoff_needed(port, prio)) {
+      port.cls[prio].xoff_sent = true;
       send_pause(in, prio, n.params.pause_quanta);
-      const uint32_t gen = ++port.pfc_gen[prio] & 0xffffff;
+      const uint32_t gen = ++port.cls[prio].pfc_gen & 0xffffff;
       schedule(now + pause_ns(n.params.pause_quanta, port.link.rate_bps) / 2, kPfcRefresh,
                pack(in, uint32_t{prio} << 24 | gen));
     }
   } else if (n.shared_used + size > n.shared_size ||
-             static_cast<double>(ports_[egress].q_bytes[prio] + size) >
+             static_cast<double>(ports_[egress].cls[prio].q_bytes + size) >
                  n.params.lossy_dt_alpha * static_cast<double>(n.shared_size - n.shared_used)) {
     ++port.counters.drops_buffer;
     ++counters_.drops_buffer;
     free_packet(id);
     return;
   } else {
-    port.in_shared[prio] += size;
+    port.cls[prio].in_shared += size;
     n.shared_used += size;
   }
   pkt.ingress = in;
@@ -626,32 +664,33 @@ void SwitchFabric::release_ingress(Packet& pkt, Nanos now) {
   Port& in = ports_[pkt.ingress];
   Node& n = nodes_[in.node];
   const uint64_t size = pkt.wire_bytes();
-  const uint64_t from_hdrm = std::min(in.in_hdrm[pkt.prio], size);
-  in.in_hdrm[pkt.prio] -= from_hdrm;
-  in.in_shared[pkt.prio] -= size - from_hdrm;
+  const uint64_t from_hdrm = std::min(in.cls[pkt.prio].in_hdrm, size);
+  in.cls[pkt.prio].in_hdrm -= from_hdrm;
+  in.cls[pkt.prio].in_shared -= size - from_hdrm;
   n.shared_used -= size - from_hdrm;
   pkt.ingress = kNone;
-  if (in.xoff_sent[pkt.prio]) check_xon(static_cast<PortId>(&in - ports_.data()), pkt.prio, now);
+  if (in.cls[pkt.prio].xoff_sent)
+    check_xon(static_cast<PortId>(&in - ports_.data()), pkt.prio, now);
 }
 
 bool SwitchFabric::xon_ready(const Port& in, uint8_t prio) const {
   const Node& n = nodes_[in.node];
-  return in.in_hdrm[prio] == 0 && in.in_shared[prio] <= n.xon &&
+  return in.cls[prio].in_hdrm == 0 && in.cls[prio].in_shared <= n.xon &&
          n.shared_used + n.xoff <= n.shared_size;
 }
 
 void SwitchFabric::check_xon(PortId p, uint8_t prio, Nanos now) {
   (void)now;
   Port& in = ports_[p];
-  if (!in.xoff_sent[prio] || !xon_ready(in, prio)) return;
-  in.xoff_sent[prio] = false;
-  ++in.pfc_gen[prio];  // the pending refresh is stale now
+  if (!in.cls[prio].xoff_sent || !xon_ready(in, prio)) return;
+  in.cls[prio].xoff_sent = false;
+  ++in.cls[prio].pfc_gen;  // the pending refresh is stale now
   send_pause(p, prio, 0);
 }
 
 void SwitchFabric::on_pfc_refresh(PortId p, uint8_t prio, uint32_t gen, Nanos now) {
   Port& in = ports_[p];
-  if (!in.xoff_sent[prio] || (in.pfc_gen[prio] & 0xffffff) != gen) return;
+  if (!in.cls[prio].xoff_sent || (in.cls[prio].pfc_gen & 0xffffff) != gen) return;
   if (xon_ready(in, prio)) {
     check_xon(p, prio, now);
     return;
@@ -679,11 +718,11 @@ void SwitchFabric::send_pause(PortId p, uint8_t priority, uint16_t quanta) {
 void SwitchFabric::on_pause(PortId p, uint8_t prio, uint16_t quanta, Nanos now) {
   Port& port = ports_[p];
   ++port.counters.pause_received;
-  if (port.ignore_pause_until[prio] > now) return;  // the watchdog stopped honouring pauses
-  const Nanos old_until = port.paused_until[prio];
+  if (port.cls[prio].ignore_pause_until > now) return;  // the watchdog stopped honouring pauses
+  const Nanos old_until = port.cls[prio].paused_until;
   if (quanta == 0) {
     if (old_until > now) port.counters.paused_ns -= old_until - now;
-    port.paused_until[prio] = now;
+    port.cls[prio].paused_until = now;
     try_transmit(p, now);
     return;
   }
@@ -694,7 +733,7 @@ void SwitchFabric::on_pause(PortId p, uint8_t prio, uint16_t quanta, Nanos now) 
   } else if (until > old_until) {
     port.counters.paused_ns += until - old_until;
   }
-  port.paused_until[prio] = until;
+  port.cls[prio].paused_until = until;
   schedule(until, kKick, p);
 }
 
@@ -706,13 +745,13 @@ void SwitchFabric::watchdog(Nanos now) {
     for (PortId p : n.ports) {
       Port& port = ports_[p];
       for (uint8_t prio = 0; prio < kPriorities; ++prio) {
-        if (port.q[prio].head == kNone || port.paused_until[prio] <= now ||
-            port.ignore_pause_until[prio] > now ||
+        if (port.cls[prio].q.head == kNone || port.cls[prio].paused_until <= now ||
+            port.cls[prio].ignore_pause_until > now ||
             now - port.pause_since[prio] < n.params.watchdog_detect_ns)
           continue;
         // A pause storm: drop what waits and stop honouring pauses for a while.
         ++port.counters.watchdog_storms;
-        uint32_t id = port.q[prio].head;
+        uint32_t id = port.cls[prio].q.head;
         for (size_t guard = 0; id != kNone && guard < packets_.size(); ++guard) {
           const uint32_t next = packets_[id].next;
           if (packets_[id].ingress != kNone) release_ingress(packets_[id], now);
@@ -721,10 +760,11 @@ void SwitchFabric::watchdog(Nanos now) {
           free_packet(id);
           id = next;
         }
-        port.q[prio] = {};
-        port.q_bytes[prio] = 0;
-        port.ignore_pause_until[prio] = now + n.params.watchdog_restore_ns;
-        port.paused_until[prio] = now;
+        port.cls[prio].q = {};
+        port.cls[prio].q_bytes = 0;
+        port.queued &= static_cast<uint8_t>(~(1u << prio));
+        port.cls[prio].ignore_pause_until = now + n.params.watchdog_restore_ns;
+        port.cls[prio].paused_until = now;
       }
       try_transmit(p, now);
     }

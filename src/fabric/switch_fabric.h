@@ -26,7 +26,8 @@
 // uroce devices on it (host_send_ip carries a whole IP packet and sets CE in its bytes).
 //
 // Fast: packets are pooled descriptors moved by index, events are two per hop, routes are
-// precomputed. Every pool and queue is bounded by FabricConfig; running out is a counted refusal.
+// precomputed, a port's state for one traffic class is one cache line. Every pool and queue is
+// bounded by FabricConfig; running out is a counted refusal.
 // Not thread-safe; runs on its EventLoop's thread. All randomness comes from the loop's Rng.
 #include <array>
 #include <cstdint>
@@ -132,7 +133,9 @@ class HostReceiver {
 };
 
 struct PortCounters {
+  // The ones every packet updates first, so that they share one cache line.
   uint64_t tx_packets = 0, tx_bytes = 0, rx_packets = 0;
+  uint64_t max_queue_bytes = 0;
   uint64_t ecn_marked = 0;
   uint64_t drops_buffer = 0;     // lossy, buffer full (counted at the ingress port)
   uint64_t drops_bit_error = 0;  // FCS failures on arrival at this port
@@ -140,7 +143,6 @@ struct PortCounters {
   uint64_t pause_sent = 0, xon_sent = 0, pause_received = 0;
   uint64_t watchdog_storms = 0;
   Nanos paused_ns = 0;  // time this port's transmitter had a non-empty queue it could not send
-  uint64_t max_queue_bytes = 0;
 };
 
 struct FabricCounters {
