@@ -134,7 +134,14 @@ SyntheticMemory::SyntheticMemory(size_t bytes, size_t max_access_bytes)
       read_ring_(2 * std::min<size_t>(max_access_bytes, kSyntheticPlacementBytes) + 16 * 4096),
       landing_(std::min<size_t>(max_access_bytes, kSyntheticPlacementBytes)),
       rebuild_(link::kMaxIpPacketBytes) {
-  void* p = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  // Halving on refusal: an address space with a cap (valgrind's is 32 GiB) still gets the largest
+  // reservation it grants (not below 1 GiB), and size() says how much that is.
+  void* p;
+  for (;;) {
+    p = mmap(nullptr, size_, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p != MAP_FAILED || size_ <= (size_t{1} << 30)) break;
+    size_ /= 2;
+  }
   UROCE_CHECK(p != MAP_FAILED);
   base_ = static_cast<uint8_t*>(p);
 }

@@ -62,10 +62,11 @@ class SyntheticAccess;
 // last reads) is described by its I/O address, and rebuilt from it on arrival.
 class SyntheticMemory final : public fabric::PayloadReference {
  public:
-  // Reserves `bytes` of inaccessible address space (nothing resident); aborts if the reservation
-  // fails, which only a 32-bit address space would make it do. Materialized accesses (at most
-  // kSyntheticPlacementBytes) larger than `max_access_bytes` to a synthetic region fail with
-  // kOutOfBounds (counted in refused()); a world passes its message size.
+  // Reserves `bytes` of inaccessible address space (nothing resident), or the largest half,
+  // quarter, ... of it the address space grants (size()); aborts below 1 GiB, which only a 32-bit
+  // address space would make it do. Materialized accesses (at most kSyntheticPlacementBytes)
+  // larger than `max_access_bytes` to a synthetic region fail with kOutOfBounds (counted in
+  // refused()); a world passes its message size.
   SyntheticMemory(size_t bytes, size_t max_access_bytes);
   ~SyntheticMemory() override;
   SyntheticMemory(const SyntheticMemory&) = delete;
