@@ -92,6 +92,11 @@ ProgressEngine::Idle ProgressEngine::idleness(Nanos now) {
   return Idle::kBlock;
 }
 
+bool ProgressEngine::app_driving(Nanos drove, Nanos now) const {
+  return options_.app_driving_ns > 0 && drove != 0 &&
+         (now < drove || now - drove < options_.app_driving_ns);
+}
+
 void ProgressEngine::drive(bool app_polls) {
   const bool polling = app_polls && options_.app_driving_ns > 0;
   Nanos now = now_ns();
@@ -197,7 +202,17 @@ void ProgressEngine::loop() {
     Nanos now = now_ns();
     Nanos next = pass(now);
     if (next <= now) continue;  // a budget ran out: more to do right away
-    const Idle idle = idleness(now);
+    // The thread spins only while no application thread polls: beside a polling thread of the
+    // same process it would take that thread's core, while a program that waits elsewhere (the
+    // passive side of ib_read_lat or ib_write_bw) leaves the core idle and would otherwise pay a
+    // wake-up for every request that arrives after a short pause. A poll that found completions
+    // counts too: the thread that spins takes every packet, so the program's polls find its
+    // completions and never drive, and both would spin on for good.
+    const bool polled = app_polled_.load(std::memory_order_relaxed) &&
+                        app_polled_.exchange(false, std::memory_order_relaxed);
+    const Idle idle = polled || app_driving(last_drive_.load(std::memory_order_relaxed), now)
+                          ? Idle::kBlock
+                          : idleness(now);
     if (idle == Idle::kBusy) continue;
     if (idle == Idle::kYield) {
       lock.unlock();
@@ -227,13 +242,12 @@ void ProgressEngine::block(Nanos now, Nanos next, bool deaf) {
   // again once it may have stopped.
   const Nanos drove = last_drive_.load(std::memory_order_relaxed);
   // (`now` was read before this thread's last pass: an application may have polled since.)
-  const bool app_driving = deaf || (options_.app_driving_ns > 0 && drove != 0 &&
-                                    (now < drove || now - drove < options_.app_driving_ns));
-  if (app_driving && !deaf) wait = std::min(wait, drove + options_.app_driving_ns - now);
+  const bool driven = deaf || app_driving(drove, now);
+  if (driven && !deaf) wait = std::min(wait, drove + options_.app_driving_ns - now);
   timespec ts{static_cast<time_t>(wait / 1'000'000'000u), static_cast<long>(wait % 1'000'000'000u)};
   pollfd fds[2] = {{kick_fd_, POLLIN, 0}, {link_.wait_fd(), POLLIN, 0}};
   // A link without an fd: deadlines and kicks only.
-  const nfds_t n = link_.wait_fd() >= 0 && !app_driving ? 2 : 1;
+  const nfds_t n = link_.wait_fd() >= 0 && !driven ? 2 : 1;
   sleeps_.fetch_add(1, std::memory_order_relaxed);
   const int r = ::ppoll(fds, n, &ts, nullptr);
   if (r <= 0) {

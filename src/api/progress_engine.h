@@ -89,6 +89,9 @@ class ProgressEngine {
   // The application stopped polling (it armed a CQ for events and may block): the thread takes
   // packets again at once.
   void app_stopped_polling();
+  // An application thread polled and found completions (no pass, so drive() did not see it): the
+  // thread does not spin beside it. One relaxed store, for a call made per completion batch.
+  void app_polled() { app_polled_.store(true, std::memory_order_relaxed); }
 
   // One pass on the calling thread (waits for a pass in progress elsewhere). Returns the next
   // time the device has work: `now` if a budget ran out, kNever when idle.
@@ -106,6 +109,9 @@ class ProgressEngine {
   // The shared adaptive policy: tracks when packets last moved.
   enum class Idle { kBusy, kYield, kBlock };
   Idle idleness(Nanos now);
+  // Whether an application thread that last drove a pass at `drove` (last_drive_, 0: not
+  // polling) is still polling at `now`: it drove one within app_driving_ns.
+  bool app_driving(Nanos drove, Nanos now) const;
   uint64_t packets_moved() const;
 
   void loop();
@@ -128,7 +134,8 @@ class ProgressEngine {
   // a timer can be if that pass ended before the thread's sleep_until_ was visible to it.
   static constexpr Nanos kContendedSleepNs = 200'000;
   uint64_t empty_spins_ = 0;  // pump_or_wait's empty passes while spinning (guarded by the caller)
-  std::atomic<Nanos> last_drive_{0};  // when a polling application last ran a pass
+  std::atomic<Nanos> last_drive_{0};     // when a polling application last ran a pass
+  std::atomic<bool> app_polled_{false};  // a poll found completions since the thread last looked
   std::thread thread_;
 
   std::atomic<uint64_t> passes_{0}, sleeps_{0}, by_kick_{0}, by_packet_{0}, by_timeout_{0},

@@ -372,5 +372,86 @@ TEST(ProgressEngine, APollingApplicationKeepsPacketsAndArmingACqHandsThemBack) {
   et.stop();
 }
 
+TEST(ProgressEngine, TheThreadDoesNotSpinBesideAPollingApplication) {
+  // The ABI's policy: the thread spins after traffic only while no application thread polls. Beside
+  // a polling one it would take that thread's core; a spin longer than the test would show here as
+  // thousands of passes on the thread, against the few of its wake-ups.
+  ProgressOptions o;
+  o.spin_ns = 10'000'000'000;
+  o.yield_ns = 0;
+  o.max_sleep_ns = 10'000'000'000;
+  o.app_driving_ns = 10'000'000'000;  // longer than the test: only app_stopped_polling() ends it
+  Side init("127.77.45.1", 64 << 10, o), target("127.77.45.2", 64 << 10, o);
+  ASSERT_TRUE(init.qp && target.qp);
+  init.connect(target);
+  target.connect(init);
+  ProgressEngine& et = *target.engine;
+  ASSERT_EQ(et.start(), 0);
+  // A thread that has just started spins as after traffic; the program's first poll stops it.
+  et.drive(/*app_polls=*/true);
+  std::this_thread::sleep_for(5ms);
+  const ProgressStats before = et.stats();
+  transport::Sge sge{reinterpret_cast<uint64_t>(init.buf.data()), 4096, init.mr->lkey()};
+  transport::SendWr wr;
+  wr.opcode = transport::WrOpcode::kRdmaWrite;
+  wr.flags = transport::kSendSignaled;
+  wr.sg_list = {&sge, 1};
+  wr.remote_addr = reinterpret_cast<uint64_t>(target.buf.data());
+  wr.rkey = target.mr->rkey();
+  constexpr uint64_t kWrites = 20;
+  std::vector<transport::Completion> done;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  for (uint64_t i = 0; i < kWrites && std::chrono::steady_clock::now() < deadline; ++i) {
+    wr.wr_id = i;
+    ASSERT_EQ(init.qp->post_send(wr), 0);
+    // The target's program polls, so packets move on its thread and the engine's thread sees
+    // recent traffic whenever it runs.
+    while (done.size() <= i && std::chrono::steady_clock::now() < deadline) {
+      init.dev->progress(ProgressEngine::now_ns());
+      et.drive(/*app_polls=*/true);
+      std::array<transport::Completion, 4> wc;
+      const size_t got = init.cq->poll(wc);
+      done.insert(done.end(), wc.begin(), wc.begin() + got);
+      std::this_thread::sleep_for(1ms);
+    }
+  }
+  ASSERT_EQ(done.size(), kWrites);
+  std::this_thread::sleep_for(20ms);
+  const ProgressStats s = et.stats();
+  EXPECT_EQ(s.wakeups_by_packet, before.wakeups_by_packet);
+  // Each of the thread's passes is one after a wake-up (a pass of the program's that found more
+  // to do kicks it) or one that catches a post racing its sleep.
+  const uint64_t thread_passes =
+      (s.passes - s.inline_passes) - (before.passes - before.inline_passes);
+  EXPECT_LE(thread_passes, 2 * (s.sleeps - before.sleeps + 1));
+  et.stop();
+}
+
+TEST(ProgressEngine, APollThatFindsCompletionsAlsoStopsTheThreadSpinning) {
+  // A program whose polls always find completions (the spinning thread did the work) never
+  // drives a pass; its polls still mark it as present, so the thread sleeps instead of spinning on
+  // beside it. A thread that has just started spins as after traffic: without the mark it would
+  // spin for the whole of spin_ns.
+  ProgressOptions o;
+  o.spin_ns = 10'000'000'000;
+  o.yield_ns = 0;
+  o.max_sleep_ns = 10'000'000'000;
+  Side side("127.77.46.1", 4096, o);
+  ASSERT_TRUE(side.qp);
+  ProgressEngine& e = *side.engine;
+  ASSERT_EQ(e.start(), 0);
+  std::this_thread::sleep_for(5ms);
+  EXPECT_EQ(e.stats().sleeps, 0u);  // spinning
+  e.app_polled();
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (e.stats().sleeps == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(1ms);
+  const ProgressStats asleep = e.stats();
+  std::this_thread::sleep_for(20ms);
+  EXPECT_EQ(asleep.sleeps, 1u);
+  EXPECT_EQ(e.stats().passes, asleep.passes);  // and stays asleep: nothing to do
+  e.stop();
+}
+
 }  // namespace
 }  // namespace uroce::api

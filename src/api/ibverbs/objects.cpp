@@ -280,6 +280,7 @@ int poll_cq(ibv_cq* cq, int num_entries, ibv_wc* wc) {
   // thread) must run before anything can arrive, so give up the CPU rather than spin out a
   // time slice. On a machine with fewer cores than busy threads this is worth milliseconds.
   if (total == 0 && num_entries > 0) sched_yield();
+  if (total > 0) c->runtime->app_polled();
   return total;
 }
 
@@ -412,6 +413,8 @@ int next_entry(ibv_cq_ex* cq) {
   if (c->impl->poll({&c->current, 1}) == 0) {
     c->runtime->drive(/*app_polls=*/true);
     if (c->impl->poll({&c->current, 1}) == 0) return ENOENT;
+  } else {
+    c->runtime->app_polled();
   }
   cq->wr_id = c->current.wr_id;
   cq->status = static_cast<ibv_wc_status>(c->current.status);

@@ -20,10 +20,12 @@ namespace {
 std::mutex runtimes_mu;
 std::map<const Device*, std::weak_ptr<Runtime>> runtimes;
 
-// How long the progress thread keeps polling after the last packet before it sleeps in ppoll:
-// long enough to catch the reply of a ping-pong without a wake-up, short enough not to burn a
-// core when idle. UROCE_SPIN_US overrides (0: always sleep).
-constexpr uint64_t kDefaultSpinUs = 0;
+// How long the progress thread keeps polling after the last packet before it sleeps in ppoll,
+// while no application thread of the process polls (the engine never spins beside one): long
+// enough that a request arriving after the program's own pause (the next READ of ib_read_lat,
+// whose target program does nothing) finds it awake, short enough not to burn a core when idle.
+// UROCE_SPIN_US overrides (0: always sleep).
+constexpr uint64_t kDefaultSpinUs = 50;
 // How long after an application's empty poll the sleeping progress thread leaves packets to the
 // application (ProgressOptions::app_driving_ns). UROCE_APP_DRIVING_US overrides.
 constexpr uint64_t kDefaultAppDrivingUs = 200;
@@ -162,8 +164,8 @@ Result<std::shared_ptr<Runtime>> Runtime::acquire(Device* device) {
   // posted after a poll leaves at once and carries the ACK of what it answers in the same send.
   o.device.transmit_before_receive = true;
   // Application threads drive the NIC themselves when they post or find a CQ empty (drive()), so
-  // the thread only has to cover the time they do not: it sleeps as soon as traffic stops
-  // instead of competing with them for a core.
+  // the thread only has to cover the time they do not: beside a polling thread it sleeps as soon
+  // as traffic stops instead of competing with it for a core (kDefaultSpinUs above).
   o.progress.spin_ns = ns_from_env("UROCE_SPIN_US", kDefaultSpinUs);
   o.progress.yield_ns = 0;
   o.progress.app_driving_ns = ns_from_env("UROCE_APP_DRIVING_US", kDefaultAppDrivingUs);

@@ -40,6 +40,7 @@ class Runtime {
   void drive(bool app_polls = false) { nic_->engine().drive(app_polls); }
   // The program armed a CQ for events: it may block, so the thread takes packets again.
   void app_stopped_polling() { nic_->engine().app_stopped_polling(); }
+  void app_polled() { nic_->engine().app_polled(); }
   // Wakes the progress thread (cheap when it is already awake).
   void kick() { nic_->engine().kick(); }
 
