@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Interleaved A/B of two `uroce` binaries on loopback, for "did this change move the figures?":
-# WRITE 64 KiB bandwidth, 8 B SEND and 8 B WRITE message rate, 8 B SEND half round trip;
+# WRITE 64 KiB bandwidth, 8 B SEND and 8 B WRITE message rate, 8 B SEND half round trip (median,
+# and the 99th percentile from a run of its own);
 # each round runs the same figures with both binaries, alternating which goes first, so the host's
 # minute-to-minute speed hits both alike. Compare medians and per-round ratios, never one run.
 #   bench/ab.sh OLD_UROCE NEW_UROCE [ROUNDS]
@@ -51,12 +52,13 @@ for ((r = 1; r <= ROUNDS; r++)); do
     echo "round=$r bin=$which write64k_gbps=$(fig "$bin" write '' 65536 bw_avg_gbps)" \
       "msgrate8_mpps=$(fig "$bin" send '' 8 msg_rate_mpps)" \
       "wmsgrate8_mpps=$(fig "$bin" write '' 8 msg_rate_mpps)" \
-      "lat8_us=$(fig "$bin" send --lat 8 t_median_us)"
+      "lat8_us=$(fig "$bin" send --lat 8 t_median_us)" \
+      "lat8_p99_us=$(fig "$bin" send --lat 8 t_p99_us)"
   done
 done | tee /dev/stderr | /usr/bin/python3 -c '
 import sys, statistics as st
 rows = [dict(kv.split("=") for kv in line.split()) for line in sys.stdin]
-for key in ("write64k_gbps", "msgrate8_mpps", "wmsgrate8_mpps", "lat8_us"):
+for key in ("write64k_gbps", "msgrate8_mpps", "wmsgrate8_mpps", "lat8_us", "lat8_p99_us"):
     def vals(which):
         return [float(r[key]) for r in rows if r["bin"] == which and r[key] != "nan"]
     old, new = vals("OLD"), vals("NEW")

@@ -17,7 +17,8 @@
 // Usage: udp_ceiling [--mode M] [--size BYTES] [--seconds S] [--a ADDR] [--b ADDR]
 //   M: single | mmsg | gso | link-single | link-mmsg | link-gso | link-gso-gather | pingpong |
 //      link-pingpong
-// Prints one line: "udp_ceiling mode=... size=... gbps=... mpps=..." (or "half_rtt_us=...").
+// Prints one line: "udp_ceiling mode=... size=... gbps=... mpps=..." (ping-pongs: "half_rtt_us=...
+// half_rtt_median_us=... half_rtt_p99_us=...", the mean, median and 99th percentile).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
@@ -26,6 +27,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -50,6 +52,9 @@ namespace {
 using Clock = std::chrono::steady_clock;
 constexpr uint16_t kPort = 4791;
 constexpr int kBatch = 64;
+// A ping-pong keeps each round's time for its percentiles: the bound on that record (a few
+// microseconds a round fills it in well over ten seconds).
+constexpr size_t kMaxRounds = 8u << 20;
 
 struct Args {
   std::string mode = "gso";
@@ -94,6 +99,24 @@ void report(const Args& a, uint64_t datagrams, double secs, size_t datagram_byte
               datagram_bytes, static_cast<double>(datagrams * datagram_bytes) * 8 / secs / 1e9,
               static_cast<double>(datagrams) / secs / 1e6,
               static_cast<unsigned long long>(datagrams));
+}
+
+// A ping-pong's report: the mean half round trip (the run's time over its rounds, lost rounds
+// included) and, from each round's own round trip, the median and the 99th percentile, the figures
+// a latency tail is judged by.
+void report_pingpong(const Args& a, double secs, std::vector<double>& rtt_us) {
+  const uint64_t rounds = rtt_us.size();
+  double median = 0, p99 = 0;
+  if (rounds != 0) {
+    std::sort(rtt_us.begin(), rtt_us.end());
+    median = rtt_us[(rounds - 1) / 2] / 2;
+    p99 = rtt_us[std::min<uint64_t>(rounds - 1, rounds * 99 / 100)] / 2;
+  }
+  std::printf(
+      "udp_ceiling mode=%s size=%zu half_rtt_us=%.2f half_rtt_median_us=%.2f "
+      "half_rtt_p99_us=%.2f rounds=%llu\n",
+      a.mode.c_str(), a.size, rounds ? secs / static_cast<double>(rounds) / 2 * 1e6 : 0.0, median,
+      p99, static_cast<unsigned long long>(rounds));
 }
 
 // ---- Raw UDP -------------------------------------------------------------------------------
@@ -214,24 +237,23 @@ void raw_pingpong(const Args& a) {
         sched_yield();  // on a busy 2-core machine, let the peer run instead of spinning it out
     }
   });
-  uint64_t rounds = 0;
+  std::vector<double> rtt_us;
+  rtt_us.reserve(kMaxRounds);
   const auto t0 = Clock::now();
   std::vector<uint8_t> in(a.size + 64);
-  while (elapsed_s(t0) < a.seconds) {
-    ::sendto(fa, buf.data(), a.size, 0, reinterpret_cast<const sockaddr*>(&to_b), sizeof to_b);
+  while (elapsed_s(t0) < a.seconds && rtt_us.size() < kMaxRounds) {
     const auto sent = Clock::now();
+    ::sendto(fa, buf.data(), a.size, 0, reinterpret_cast<const sockaddr*>(&to_b), sizeof to_b);
     while (::recv(fa, in.data(), in.size(), MSG_DONTWAIT) < 0) {
       if (elapsed_s(sent) > 1.0) break;  // lost: bounded wait, counts as a (slow) round
       sched_yield();
     }
-    ++rounds;
+    rtt_us.push_back(elapsed_s(sent) * 1e6);
   }
   const double secs = elapsed_s(t0);
   stop = true;
   echo.join();
-  std::printf("udp_ceiling mode=%s size=%zu half_rtt_us=%.2f rounds=%llu\n", a.mode.c_str(), a.size,
-              secs / static_cast<double>(rounds) / 2 * 1e6,
-              static_cast<unsigned long long>(rounds));
+  report_pingpong(a, secs, rtt_us);
   ::close(fa);
   ::close(fb);
 }
@@ -326,25 +348,24 @@ void link_pingpong(const Args& a) {
     while (!stop.load(std::memory_order_relaxed))
       if (lb->poll(reply, 16) == 0) sched_yield();
   });
-  uint64_t rounds = 0;
+  std::vector<double> rtt_us;
+  rtt_us.reserve(kMaxRounds);
   bool back = false;
   const uroce::link::RxHandler got = [&](const uroce::wire::RxPacket&) { back = true; };
   const auto t0 = Clock::now();
-  while (elapsed_s(t0) < a.seconds) {
+  while (elapsed_s(t0) < a.seconds && rtt_us.size() < kMaxRounds) {
     back = false;
+    const auto sent = Clock::now();
     la->transmit(to_b.tx);
     la->flush();
-    const auto sent = Clock::now();
     while (!back && elapsed_s(sent) < 1.0)
       if (la->poll(got, 16) == 0) sched_yield();
-    ++rounds;
+    rtt_us.push_back(elapsed_s(sent) * 1e6);
   }
   const double secs = elapsed_s(t0);
   stop = true;
   echo.join();
-  std::printf("udp_ceiling mode=%s size=%zu half_rtt_us=%.2f rounds=%llu\n", a.mode.c_str(), a.size,
-              secs / static_cast<double>(rounds) / 2 * 1e6,
-              static_cast<unsigned long long>(rounds));
+  report_pingpong(a, secs, rtt_us);
 }
 
 }  // namespace
