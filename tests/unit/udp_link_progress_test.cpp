@@ -112,6 +112,42 @@ struct Side {
   }
 };
 
+// An initiator and a target on PREFIX.1 and PREFIX.2 with 64 KiB buffers, their RC QPs connected.
+struct ConnectedPair {
+  Side init, target;
+  ConnectedPair(const std::string& prefix, const ProgressOptions& o)
+      : init(prefix + ".1", 64 << 10, o), target(prefix + ".2", 64 << 10, o) {
+    if (!init.qp || !target.qp) return;
+    init.connect(target);
+    target.connect(init);
+  }
+};
+
+// Options for the policy tests: spin `spin_ns` after traffic, no yield phase, and sleeps and an
+// application's polling window longer than any test, so that only the events under test end them
+// (app_stopped_polling() ends the window).
+ProgressOptions policy_options(Nanos spin_ns) {
+  ProgressOptions o;
+  o.spin_ns = spin_ns;
+  o.yield_ns = 0;
+  o.max_sleep_ns = 10'000'000'000;
+  o.app_driving_ns = 10'000'000'000;
+  return o;
+}
+
+// A signalled 4 KiB RDMA WRITE from the start of `from`'s buffer to `to`'s, gathering from `sge`.
+transport::SendWr write_4k(const Side& from, const Side& to, transport::Sge& sge, uint64_t id) {
+  sge = {reinterpret_cast<uint64_t>(from.buf.data()), 4096, from.mr->lkey()};
+  transport::SendWr wr;
+  wr.wr_id = id;
+  wr.opcode = transport::WrOpcode::kRdmaWrite;
+  wr.flags = transport::kSendSignaled;
+  wr.sg_list = {&sge, 1};
+  wr.remote_addr = reinterpret_cast<uint64_t>(to.buf.data());
+  wr.rkey = to.mr->rkey();
+  return wr;
+}
+
 TEST(ProgressEngine, StartsStopsAndRestartsCleanly) {
   ProgressOptions o;
   o.max_sleep_ns = 10'000'000'000;  // so only the kick can end the wait quickly
@@ -326,29 +362,18 @@ TEST(ProgressEngine, ApplicationThreadsDriveBesideTheEngineThread) {
 TEST(ProgressEngine, APollingApplicationKeepsPacketsAndArmingACqHandsThemBack) {
   // The ABI's policy: while an application thread polls (drive(true)), the sleeping engine thread
   // is not woken by packets; once the program arms a CQ for events it is again.
-  ProgressOptions o;
-  o.spin_ns = 0;
-  o.yield_ns = 0;
-  o.max_sleep_ns = 10'000'000'000;
-  o.app_driving_ns = 10'000'000'000;  // longer than the test: only app_stopped_polling() ends it
+  const ProgressOptions o = policy_options(0);
   // The initiator is driven by hand (its engine is never used).
-  Side init("127.77.44.1", 64 << 10, o), target("127.77.44.2", 64 << 10, o);
-  ASSERT_TRUE(init.qp && target.qp);
-  init.connect(target);
-  target.connect(init);
+  ConnectedPair pair("127.77.44", o);
+  ASSERT_TRUE(pair.init.qp && pair.target.qp);
+  Side &init = pair.init, &target = pair.target;
   ProgressEngine& et = *target.engine;
   ASSERT_EQ(et.start(), 0);
   et.drive(/*app_polls=*/true);
   std::this_thread::sleep_for(20ms);  // the thread goes to sleep, leaving packets to the app
   auto write_once = [&](uint64_t id) {
-    transport::Sge sge{reinterpret_cast<uint64_t>(init.buf.data()), 4096, init.mr->lkey()};
-    transport::SendWr wr;
-    wr.wr_id = id;
-    wr.opcode = transport::WrOpcode::kRdmaWrite;
-    wr.flags = transport::kSendSignaled;
-    wr.sg_list = {&sge, 1};
-    wr.remote_addr = reinterpret_cast<uint64_t>(target.buf.data());
-    wr.rkey = target.mr->rkey();
+    transport::Sge sge;
+    const transport::SendWr wr = write_4k(init, target, sge, id);
     ASSERT_EQ(init.qp->post_send(wr), 0);
     init.dev->progress(ProgressEngine::now_ns());
   };
@@ -376,28 +401,18 @@ TEST(ProgressEngine, TheThreadDoesNotSpinBesideAPollingApplication) {
   // The ABI's policy: the thread spins after traffic only while no application thread polls. Beside
   // a polling one it would take that thread's core; a spin longer than the test would show here as
   // thousands of passes on the thread, against the few of its wake-ups.
-  ProgressOptions o;
-  o.spin_ns = 10'000'000'000;
-  o.yield_ns = 0;
-  o.max_sleep_ns = 10'000'000'000;
-  o.app_driving_ns = 10'000'000'000;  // longer than the test: only app_stopped_polling() ends it
-  Side init("127.77.45.1", 64 << 10, o), target("127.77.45.2", 64 << 10, o);
-  ASSERT_TRUE(init.qp && target.qp);
-  init.connect(target);
-  target.connect(init);
+  const ProgressOptions o = policy_options(10'000'000'000);
+  ConnectedPair pair("127.77.45", o);
+  ASSERT_TRUE(pair.init.qp && pair.target.qp);
+  Side &init = pair.init, &target = pair.target;
   ProgressEngine& et = *target.engine;
   ASSERT_EQ(et.start(), 0);
   // A thread that has just started spins as after traffic; the program's first poll stops it.
   et.drive(/*app_polls=*/true);
   std::this_thread::sleep_for(5ms);
   const ProgressStats before = et.stats();
-  transport::Sge sge{reinterpret_cast<uint64_t>(init.buf.data()), 4096, init.mr->lkey()};
-  transport::SendWr wr;
-  wr.opcode = transport::WrOpcode::kRdmaWrite;
-  wr.flags = transport::kSendSignaled;
-  wr.sg_list = {&sge, 1};
-  wr.remote_addr = reinterpret_cast<uint64_t>(target.buf.data());
-  wr.rkey = target.mr->rkey();
+  transport::Sge sge;
+  transport::SendWr wr = write_4k(init, target, sge, 0);
   constexpr uint64_t kWrites = 20;
   std::vector<transport::Completion> done;
   const auto deadline = std::chrono::steady_clock::now() + 10s;
@@ -432,10 +447,8 @@ TEST(ProgressEngine, APollThatFindsCompletionsAlsoStopsTheThreadSpinning) {
   // drives a pass; its polls still mark it as present, so the thread sleeps instead of spinning on
   // beside it. A thread that has just started spins as after traffic: without the mark it would
   // spin for the whole of spin_ns.
-  ProgressOptions o;
-  o.spin_ns = 10'000'000'000;
-  o.yield_ns = 0;
-  o.max_sleep_ns = 10'000'000'000;
+  ProgressOptions o = policy_options(10'000'000'000);
+  o.app_driving_ns = 0;  // no empty poll: only the mark can stop the spin
   Side side("127.77.46.1", 4096, o);
   ASSERT_TRUE(side.qp);
   ProgressEngine& e = *side.engine;
