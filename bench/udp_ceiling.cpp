@@ -37,6 +37,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/stats.h"
 #include "link/udp_link.h"
 #include "wire/packet.h"
 
@@ -106,12 +107,10 @@ void report(const Args& a, uint64_t datagrams, double secs, size_t datagram_byte
 // a latency tail is judged by.
 void report_pingpong(const Args& a, double secs, std::vector<double>& rtt_us) {
   const uint64_t rounds = rtt_us.size();
-  double median = 0, p99 = 0;
-  if (rounds != 0) {
-    std::sort(rtt_us.begin(), rtt_us.end());
-    median = rtt_us[(rounds - 1) / 2] / 2;
-    p99 = rtt_us[std::min<uint64_t>(rounds - 1, rounds * 99 / 100)] / 2;
-  }
+  // The percentiles as `uroce bench` takes them (core/stats.h), so that the two compare.
+  std::sort(rtt_us.begin(), rtt_us.end());
+  const double median = uroce::tools::percentile_sorted(rtt_us, 0.5) / 2;
+  const double p99 = uroce::tools::percentile_sorted(rtt_us, 0.99) / 2;
   std::printf(
       "udp_ceiling mode=%s size=%zu half_rtt_us=%.2f half_rtt_median_us=%.2f "
       "half_rtt_p99_us=%.2f rounds=%llu\n",
