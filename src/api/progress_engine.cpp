@@ -229,7 +229,6 @@ void ProgressEngine::loop() {
       sleeping_.store(false);
       continue;
     }
-    sleep_until_.store(next == kNever ? now + options_.max_sleep_ns : next);
     block(now, next);
     sleep_until_.store(0);
     sleeping_.store(false);
@@ -244,6 +243,12 @@ void ProgressEngine::block(Nanos now, Nanos next, bool deaf) {
   // (`now` was read before this thread's last pass: an application may have polled since.)
   const bool driven = deaf || app_driving(drove, now);
   if (driven && !deaf) wait = std::min(wait, drove + options_.app_driving_ns - now);
+  // Until it wakes, not until the device's next deadline: drive() kicks it for a deadline earlier
+  // than this only, and a polling application's thread is looked at again within app_driving_ns
+  // anyway. (Each post arms a retransmission timer milliseconds away; against a sleep "until the
+  // device's next deadline", kNever when nothing was outstanding, that woke the thread for every
+  // message, and the thread then shared the polling thread's core.)
+  sleep_until_.store(now + wait);
   timespec ts{static_cast<time_t>(wait / 1'000'000'000u), static_cast<long>(wait % 1'000'000'000u)};
   pollfd fds[2] = {{kick_fd_, POLLIN, 0}, {link_.wait_fd(), POLLIN, 0}};
   // A link without an fd: deadlines and kicks only.

@@ -442,6 +442,47 @@ TEST(ProgressEngine, TheThreadDoesNotSpinBesideAPollingApplication) {
   et.stop();
 }
 
+TEST(ProgressEngine, APostDoesNotWakeTheThreadThatSleepsBesideAPollingApplication) {
+  // Each post arms the QP's retransmission timer (67 ms at timeout 14). The thread asleep beside a
+  // polling application wakes within app_driving_ns anyway, sooner than that timer: a post must not
+  // kick it. (It did when the thread counted itself asleep until the device's next deadline, which
+  // was "never" while nothing was outstanding: a wake-up per message that then shared the polling
+  // thread's core, ib_send_lat's slow mode, docs/performance.md.)
+  ProgressOptions o = policy_options(0);
+  o.app_driving_ns = 50'000'000;
+  ConnectedPair pair("127.77.47", o);
+  ASSERT_TRUE(pair.init.qp && pair.target.qp);
+  Side &init = pair.init, &target = pair.target;
+  ProgressEngine& ei = *init.engine;
+  ASSERT_EQ(ei.start(), 0);
+  ei.drive(/*app_polls=*/true);  // the program polls: its first poll wakes the thread once
+  std::this_thread::sleep_for(5ms);
+  const ProgressStats before = ei.stats();
+  transport::Sge sge;
+  transport::SendWr wr = write_4k(init, target, sge, 0);
+  constexpr uint64_t kWrites = 10;
+  std::vector<transport::Completion> done;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  for (uint64_t i = 0; i < kWrites && std::chrono::steady_clock::now() < deadline; ++i) {
+    wr.wr_id = i;
+    ASSERT_EQ(init.qp->post_send(wr), 0);
+    ei.drive();  // as ibv_post_send does
+    while (done.size() <= i && std::chrono::steady_clock::now() < deadline) {
+      target.dev->progress(ProgressEngine::now_ns());
+      ei.drive(/*app_polls=*/true);
+      std::array<transport::Completion, 4> wc;
+      const size_t got = init.cq->poll(wc);
+      done.insert(done.end(), wc.begin(), wc.begin() + got);
+      std::this_thread::sleep_for(500us);
+    }
+  }
+  ASSERT_EQ(done.size(), kWrites);
+  for (const transport::Completion& c : done) EXPECT_EQ(c.status, transport::WcStatus::kSuccess);
+  EXPECT_EQ(ei.stats().kicks_sent, before.kicks_sent);
+  EXPECT_EQ(ei.stats().wakeups_by_kick, before.wakeups_by_kick);
+  ei.stop();
+}
+
 TEST(ProgressEngine, APollThatFindsCompletionsAlsoStopsTheThreadSpinning) {
   // A program whose polls always find completions (the spinning thread did the work) never
   // drives a pass; its polls still mark it as present, so the thread sleeps instead of spinning on
