@@ -75,8 +75,8 @@ uint64_t ProgressEngine::packets_moved() const {
          c.rx_drop_not_roce;
 }
 
-Nanos ProgressEngine::pass(Nanos now) {
-  const Nanos next = dev_.progress(now, options_.budget);
+Nanos ProgressEngine::pass(Nanos now, verbs::Device::PassScope scope) {
+  const Nanos next = dev_.progress(now, options_.budget, scope);
   passes_.fetch_add(1, std::memory_order_relaxed);
   if (const uint64_t m = packets_moved(); m != seen_moved_) {
     seen_moved_ = m;
@@ -112,7 +112,10 @@ void ProgressEngine::drive(bool app_polls) {
     return;
   }
   now = now_ns();
-  const Nanos next = pass(now);
+  // After a post, send only: what has arrived is for the caller's next poll (or the thread), and
+  // a receive call right after a send seldom finds anything yet.
+  const Nanos next =
+      pass(now, app_polls ? verbs::Device::PassScope::kFull : verbs::Device::PassScope::kSendOnly);
   mu_.unlock();
   inline_passes_.fetch_add(1, std::memory_order_relaxed);
   // Work left for now (a budget spent, responses a transmit-first pass left behind) goes to the

@@ -80,11 +80,11 @@ class ProgressEngine {
   // Wakes the thread if it sleeps. Cheap when it is awake: one atomic load.
   void kick();
   // After a post, or when a poll found nothing: one pass on the calling thread unless another
-  // thread is in one; the engine's thread then carries on with whatever that pass left (work
-  // beyond the budget, or a timer earlier than the one it sleeps until).
-  // `app_polls`: the caller is an application thread polling for completions, which will call
-  // again soon; work a pass left then waits for that call (or for the thread, within
-  // app_driving_ns) instead of waking the thread.
+  // thread is in one (after a post, `app_polls` false, a pass that only sends); the engine's thread
+  // then carries on with whatever that pass left (work beyond the budget, or a timer earlier than
+  // the one it sleeps until). `app_polls`: the caller is an application thread polling for
+  // completions, which will call again soon; work a pass left then waits for that call (or for the
+  // thread, within app_driving_ns) instead of waking the thread.
   void drive(bool app_polls = false);
   // The application stopped polling (it armed a CQ for events and may block): the thread takes
   // packets again at once.
@@ -117,7 +117,8 @@ class ProgressEngine {
   void loop();
   // deaf: wait for kicks and the deadline only, not for packets.
   void block(Nanos now, Nanos next, bool deaf = false);
-  Nanos pass(Nanos now);  // with mu_ held
+  // With mu_ held.
+  Nanos pass(Nanos now, verbs::Device::PassScope scope = verbs::Device::PassScope::kFull);
 
   verbs::Device& dev_;
   link::Link& link_;

@@ -418,7 +418,7 @@ size_t Device::transmit_ready(Nanos now, size_t limit) {
   return sent;
 }
 
-Nanos Device::progress(Nanos now, size_t budget) {
+Nanos Device::progress(Nanos now, size_t budget, PassScope scope) {
   std::shared_lock quiesce(quiesce_);
   progress_passes_.fetch_add(1, std::memory_order_relaxed);
   last_pass_at_.store(now, std::memory_order_relaxed);
@@ -433,7 +433,8 @@ Nanos Device::progress(Nanos now, size_t budget) {
   // and lets the ACK of the message it answers share the reply's send call (the link puts the
   // reply first). The pass then returns `now`, so the caller does not sleep on an unsent ACK.
   size_t sent = 0, received = 0;
-  auto receive = [&] {
+  auto receive = [&]() -> size_t {
+    if (scope == PassScope::kSendOnly) return 0;
     return link_.poll([this, now](const wire::RxPacket& p) { deliver(p, now); }, budget);
   };
   if (config_.transmit_before_receive) {

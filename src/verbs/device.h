@@ -122,7 +122,11 @@ class Device {
   // A pass visits only the QPs that may have work (a post, a modify, a packet received, a timer
   // or pacing deadline come due), never the idle ones, so its cost does not grow with the number
   // of QPs (qp_scheduler.h; counter `progress_qp_visits`).
-  Nanos progress(Nanos now, size_t budget = kDefaultBudget);
+  // kSendOnly: timers and transmit, without reading the link, for a caller that has just posted
+  // and will look for what arrived on its next poll (the drop-in's ibv_post_send): the receive
+  // system call of a pass per post is the one that seldom finds anything.
+  enum class PassScope : uint8_t { kFull, kSendOnly };
+  Nanos progress(Nanos now, size_t budget = kDefaultBudget, PassScope scope = PassScope::kFull);
   // Large enough that a pass sends a whole GSO-batched burst in one sendmmsg and pays one receive,
   // ACK flush and caller round per burst; smaller budgets cost WRITE bandwidth (measured:
   // docs/performance.md, "Tuning behind the code's constants").

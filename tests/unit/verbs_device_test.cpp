@@ -91,6 +91,21 @@ TEST(VerbsDevice, ProgressDemultiplexesByDestQpAndCountsDrops) {
   EXPECT_EQ(w.link.flushes, 1);  // one transmit round per pass
 }
 
+TEST(VerbsDevice, ASendOnlyPassTransmitsAndLeavesArrivalsInTheLink) {
+  FakeWorld w;
+  auto a = w.qp();
+  to_rts(*a);
+  transport::SendWr s;
+  ASSERT_EQ(a->post_send(s), 0);
+  w.link.inject(a->qp_num());
+  w.device->progress(0, Device::kDefaultBudget, Device::PassScope::kSendOnly);
+  EXPECT_EQ(w.link.sent.size(), 1u);
+  EXPECT_EQ(w.fake(*a).counters_.rx_packets, 0u);  // still queued in the link
+  w.device->progress(0);
+  EXPECT_EQ(w.fake(*a).counters_.rx_packets, 1u);
+  EXPECT_EQ(w.link.sent.size(), 1u);
+}
+
 TEST(VerbsDevice, TransmitIsRoundRobinWithinTheBudget) {
   DeviceConfig cfg;
   cfg.tx_quantum = 2;
