@@ -9,7 +9,8 @@
 # Usage: bench/abi_path.sh [BUILD_DIR] [ROUNDS]   (default build/release, 5)
 # Environment: A, B (addresses, default 127.0.0.1 / 127.0.0.2), SECONDS_EACH (bandwidth runs,
 #   default 2), LAT_ITERS (perftest latency iterations, default 5000), CPUS (e.g. 0,1: every
-#   process under `taskset -c CPUS`), FIGS (default "send_lat write_lat read_lat write_bw read_bw
+#   process under `taskset -c CPUS`), PIN=1 (the server under `taskset -c 0`, the client under
+#   `taskset -c 1`: each process's threads share one core, the drop-in's hardest case), FIGS (default "send_lat write_lat read_lat write_bw read_bw
 #   send_bw"), PERFTEST_ENV (extra VAR=value words for the perftest processes, e.g. UROCE_SPIN_US=20),
 #   STATS_DIR (keep each run's counters there: the drop-in's UROCE_STATS files, the bench's
 #   --stats-file files, and every process's CPU time from /usr/bin/time), BASE_PORT (default
@@ -26,8 +27,12 @@ FIGS=${FIGS:-send_lat write_lat read_lat write_bw read_bw send_bw}
 UROCE=$BUILD/tools/uroce
 LIB=$(realpath "$BUILD/lib")
 PORT=${BASE_PORT:-19700}  # TCP ports BASE_PORT+1, +2, ... (one per run)
-pin=()
+pin=() server_pin=() client_pin=()
 [[ -n ${CPUS:-} ]] && pin=(taskset -c "$CPUS")
+if [[ ${PIN:-0} == 1 ]]; then
+  [[ -z ${CPUS:-} ]] || { echo "CPUS and PIN=1 are exclusive"; exit 2; }
+  server_pin=(taskset -c 0) client_pin=(taskset -c 1)
+fi
 read -r -a extra_env <<<"${PERFTEST_ENV:-}"
 for tool in ib_send_lat ib_write_lat ib_read_lat ib_write_bw ib_read_bw ib_send_bw; do
   command -v $tool >/dev/null || { echo "perftest not installed (apt-get install perftest)"; exit 77; }
@@ -51,10 +56,10 @@ native() {
     ts=(/usr/bin/time -f "$TIME_FMT" -o "$STATS_DIR/native.$1.r$r.time.server")
     tc=(/usr/bin/time -f "$TIME_FMT" -o "$STATS_DIR/native.$1.r$r.time.client")
   fi
-  "${pin[@]}" "${ts[@]}" "$UROCE" bench --server --addr "$A" -p $PORT --accept-timeout 20 >/dev/null 2>&1 &
+  "${pin[@]}" "${server_pin[@]}" "${ts[@]}" "$UROCE" bench --server --addr "$A" -p $PORT --accept-timeout 20 >/dev/null 2>&1 &
   local server=$!
   for ((try = 0; try < 50; try++)); do  # the server needs a moment to listen
-    json=$("${pin[@]}" "${tc[@]}" "$UROCE" bench --client --addr "$B" --peer "$A" -p $PORT "$op" $mode \
+    json=$("${pin[@]}" "${client_pin[@]}" "${tc[@]}" "$UROCE" bench --client --addr "$B" --peer "$A" -p $PORT "$op" $mode \
       -s $size -D "$SECS" -m 4096 --no-verify "${stats[@]}" --json - 2>/dev/null) && break
     json=""
     sleep 0.1
@@ -83,20 +88,20 @@ dropin() {
     tc=(/usr/bin/time -f "$TIME_FMT" -o "$STATS_DIR/dropin.$1.r$r.time.client")
   fi
   env LD_LIBRARY_PATH="$LIB" UROCE_DEVICES="uroce0=$A" "${stats[@]}" "${extra_env[@]}" \
-    timeout -k 5 120 "${pin[@]}" "${ts[@]}" $tool -x 0 -p $PORT "${args[@]}" >"$TMP/server" 2>&1 &
+    timeout -k 5 120 "${pin[@]}" "${server_pin[@]}" "${ts[@]}" $tool -x 0 -p $PORT "${args[@]}" >"$TMP/server" 2>&1 &
   local server=$! waited=0
   while ((waited < 100)) && ! ss -Hltn "sport = :$PORT" | grep -q .; do
     sleep 0.1
     waited=$((waited + 1))
   done
   env LD_LIBRARY_PATH="$LIB" UROCE_DEVICES="uroce0=$B" "${stats[@]}" "${extra_env[@]}" \
-    timeout -k 5 120 "${pin[@]}" "${tc[@]}" $tool -x 0 -p $PORT "${args[@]}" "$A" >"$TMP/client" 2>&1
+    timeout -k 5 120 "${pin[@]}" "${client_pin[@]}" "${tc[@]}" $tool -x 0 -p $PORT "${args[@]}" "$A" >"$TMP/client" 2>&1
   wait $server 2>/dev/null
   awk -v c=$col '/^ *[0-9]+ +[0-9]+ +[0-9.]+/ { v = $c } END { if (v != "") printf "%.3f\n", v; else print "nan" }' \
     "$TMP/client"
 }
 
-echo "# drop-in vs native: $(date -u +%FT%TZ), $(nproc) cores${CPUS:+, taskset -c $CPUS}," \
+echo "# drop-in vs native: $(date -u +%FT%TZ), $(nproc) cores${CPUS:+, taskset -c $CPUS}${server_pin:+, PIN=1}," \
   "$ROUNDS rounds, ${PERFTEST_ENV:+$PERFTEST_ENV, }load: $(cut -d' ' -f1-3 /proc/loadavg)"
 for ((r = 1; r <= ROUNDS; r++)); do
   for fig in $FIGS; do
