@@ -42,6 +42,10 @@ std::unique_ptr<Node> Node::open(const NodeOptions& options, std::string& error)
   no.device.port.active_mtu = Mtu::k4096;
   no.device.transmit_before_receive =
       true;  // a real-time link: posts leave before the next receive
+  // The benchmark's one thread makes every call on the device (no engine thread, no other thread
+  // of the tool touches it), so the device's and its objects' locks can do nothing, as libmlx5's
+  // MLX5_SINGLE_THREADED allows a program that promises the same.
+  no.device.single_threaded = true;
   // Busy-poll while packets flow and a little after: sleeping after every batch makes the sender
   // pay a wake-up per batch (an IPI, a VM exit under a hypervisor), a large share of a WRITE
   // client's CPU (docs/performance.md, "Tuning behind the code's constants"). No yield phase: the
