@@ -290,7 +290,23 @@ int UdpLink::setup(std::string* why) {
   if (options_.linearize) tx_linear_.resize(size_t{options_.tx_queue_packets} * 4352);
   rx_.resize(options_.mmsg ? options_.rx_batch : 1);
   for (RxBuffer& b : rx_) b.data.resize(gro_ ? kRxBufferBytes : kRxBufferBytes / 4);
+  rx_msgs_.resize(rx_.size());
+  rx_iov_.resize(rx_.size());
+  for (size_t i = 0; i < rx_.size(); ++i) reset_rx_header(i);
   return 0;
+}
+
+void UdpLink::reset_rx_header(size_t i) {
+  RxBuffer& b = rx_[i];
+  rx_iov_[i] = {b.data.data(), b.data.size()};
+  rx_msgs_[i] = {};
+  msghdr& m = rx_msgs_[i].msg_hdr;
+  m.msg_name = &b.from;
+  m.msg_namelen = sizeof b.from;
+  m.msg_iov = &rx_iov_[i];
+  m.msg_iovlen = 1;
+  m.msg_control = b.control.data();
+  m.msg_controllen = b.control.size();
 }
 
 std::optional<uint32_t> UdpLink::shared_slot() const {
@@ -661,28 +677,13 @@ size_t UdpLink::poll(const RxHandler& handler, size_t budget) {
       rx_next_ = rx_filled_ = 0;
       rx_next_offset_ = 0;
       const size_t want = std::min(rx_.size(), budget - taken);
-      // Initialised per entry used: this runs on every poll of a spinning caller.
-      std::array<mmsghdr, kMaxMmsg> msgs;
-      std::array<iovec, kMaxMmsg> iov;
-      for (size_t i = 0; i < want; ++i) {
-        RxBuffer& b = rx_[i];
-        msgs[i] = {};
-        iov[i] = {b.data.data(), b.data.size()};
-        msghdr& m = msgs[i].msg_hdr;
-        m.msg_name = &b.from;
-        m.msg_namelen = sizeof b.from;
-        m.msg_iov = &iov[i];
-        m.msg_iovlen = 1;
-        m.msg_control = b.control.data();
-        m.msg_controllen = b.control.size();
-      }
       int r;
       ++stats_.rx_syscalls;
       if (options_.mmsg) {
-        r = ::recvmmsg(fd_, msgs.data(), static_cast<unsigned>(want), MSG_DONTWAIT, nullptr);
+        r = ::recvmmsg(fd_, rx_msgs_.data(), static_cast<unsigned>(want), MSG_DONTWAIT, nullptr);
       } else {
-        const ssize_t got = ::recvmsg(fd_, &msgs[0].msg_hdr, MSG_DONTWAIT);
-        if (got >= 0) msgs[0].msg_len = static_cast<unsigned>(got);
+        const ssize_t got = ::recvmsg(fd_, &rx_msgs_[0].msg_hdr, MSG_DONTWAIT);
+        if (got >= 0) rx_msgs_[0].msg_len = static_cast<unsigned>(got);
         r = got >= 0 ? 1 : -1;
       }
       if (r <= 0) {  // EAGAIN: nothing more now (other errors: try again next poll)
@@ -691,10 +692,11 @@ size_t UdpLink::poll(const RxHandler& handler, size_t budget) {
       }
       for (int i = 0; i < r; ++i) {
         RxBuffer& b = rx_[i];
-        const msghdr& m = msgs[i].msg_hdr;
-        b.len = msgs[i].msg_len;
+        const msghdr& m = rx_msgs_[i].msg_hdr;
+        b.len = rx_msgs_[i].msg_len;
         b.truncated = (m.msg_flags & MSG_TRUNC) != 0;
         read_control(m, b);
+        reset_rx_header(static_cast<size_t>(i));
       }
       rx_filled_ = static_cast<size_t>(r);
       drained = rx_filled_ < want;

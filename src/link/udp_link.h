@@ -164,6 +164,12 @@ class UdpLink final : public Link {
   std::vector<uint8_t> tx_linear_;  // linearize: the datagrams of one sendmmsg, back to back
 
   std::vector<RxBuffer> rx_;
+  // recvmmsg's headers for rx_, set up once: a call writes only the entries it fills, which are
+  // set up again after they are read, so a poll that finds the socket empty (a spinning caller's
+  // usual poll) prepares nothing.
+  std::vector<mmsghdr> rx_msgs_;
+  std::vector<iovec> rx_iov_;
+  void reset_rx_header(size_t i);
   size_t rx_filled_ = 0;       // datagrams from the last recvmmsg
   size_t rx_next_ = 0;         // the next one to deliver
   size_t rx_next_offset_ = 0;  // within a GRO blob, the next segment's offset
