@@ -148,6 +148,32 @@ transport::SendWr write_4k(const Side& from, const Side& to, transport::Sge& sge
   return wr;
 }
 
+// Posts `count` signalled 4 KiB WRITEs from `init` to `target`, one at a time: after each post
+// calls `posted()`, then until it completes calls `step()` (which must move the packets) and polls
+// init's CQ, pausing `pause` between steps. Returns the completions (fewer if 10 s pass).
+template <typename Posted, typename Step>
+std::vector<transport::Completion> write_one_at_a_time(const Side& init, const Side& target,
+                                                       uint64_t count, Posted posted, Step step,
+                                                       std::chrono::microseconds pause) {
+  transport::Sge sge;
+  transport::SendWr wr = write_4k(init, target, sge, 0);
+  std::vector<transport::Completion> done;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  for (uint64_t i = 0; i < count && std::chrono::steady_clock::now() < deadline; ++i) {
+    wr.wr_id = i;
+    if (init.qp->post_send(wr) != 0) break;
+    posted();
+    while (done.size() <= i && std::chrono::steady_clock::now() < deadline) {
+      step();
+      std::array<transport::Completion, 4> wc;
+      const size_t got = init.cq->poll(wc);
+      done.insert(done.end(), wc.begin(), wc.begin() + got);
+      std::this_thread::sleep_for(pause);
+    }
+  }
+  return done;
+}
+
 TEST(ProgressEngine, StartsStopsAndRestartsCleanly) {
   ProgressOptions o;
   o.max_sleep_ns = 10'000'000'000;  // so only the kick can end the wait quickly
@@ -411,25 +437,16 @@ TEST(ProgressEngine, TheThreadDoesNotSpinBesideAPollingApplication) {
   et.drive(/*app_polls=*/true);
   std::this_thread::sleep_for(5ms);
   const ProgressStats before = et.stats();
-  transport::Sge sge;
-  transport::SendWr wr = write_4k(init, target, sge, 0);
   constexpr uint64_t kWrites = 20;
-  std::vector<transport::Completion> done;
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  for (uint64_t i = 0; i < kWrites && std::chrono::steady_clock::now() < deadline; ++i) {
-    wr.wr_id = i;
-    ASSERT_EQ(init.qp->post_send(wr), 0);
-    // The target's program polls, so packets move on its thread and the engine's thread sees
-    // recent traffic whenever it runs.
-    while (done.size() <= i && std::chrono::steady_clock::now() < deadline) {
-      init.dev->progress(ProgressEngine::now_ns());
-      et.drive(/*app_polls=*/true);
-      std::array<transport::Completion, 4> wc;
-      const size_t got = init.cq->poll(wc);
-      done.insert(done.end(), wc.begin(), wc.begin() + got);
-      std::this_thread::sleep_for(1ms);
-    }
-  }
+  // The target's program polls, so packets move on its thread and the engine's thread sees recent
+  // traffic whenever it runs.
+  const std::vector<transport::Completion> done = write_one_at_a_time(
+      init, target, kWrites, [] {},
+      [&] {
+        init.dev->progress(ProgressEngine::now_ns());
+        et.drive(/*app_polls=*/true);
+      },
+      1ms);
   ASSERT_EQ(done.size(), kWrites);
   std::this_thread::sleep_for(20ms);
   const ProgressStats s = et.stats();
@@ -458,24 +475,14 @@ TEST(ProgressEngine, APostDoesNotWakeTheThreadThatSleepsBesideAPollingApplicatio
   ei.drive(/*app_polls=*/true);  // the program polls: its first poll wakes the thread once
   std::this_thread::sleep_for(5ms);
   const ProgressStats before = ei.stats();
-  transport::Sge sge;
-  transport::SendWr wr = write_4k(init, target, sge, 0);
   constexpr uint64_t kWrites = 10;
-  std::vector<transport::Completion> done;
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  for (uint64_t i = 0; i < kWrites && std::chrono::steady_clock::now() < deadline; ++i) {
-    wr.wr_id = i;
-    ASSERT_EQ(init.qp->post_send(wr), 0);
-    ei.drive();  // as ibv_post_send does
-    while (done.size() <= i && std::chrono::steady_clock::now() < deadline) {
-      target.dev->progress(ProgressEngine::now_ns());
-      ei.drive(/*app_polls=*/true);
-      std::array<transport::Completion, 4> wc;
-      const size_t got = init.cq->poll(wc);
-      done.insert(done.end(), wc.begin(), wc.begin() + got);
-      std::this_thread::sleep_for(500us);
-    }
-  }
+  const std::vector<transport::Completion> done = write_one_at_a_time(
+      init, target, kWrites, [&] { ei.drive(); },  // as ibv_post_send does
+      [&] {
+        target.dev->progress(ProgressEngine::now_ns());
+        ei.drive(/*app_polls=*/true);
+      },
+      500us);
   ASSERT_EQ(done.size(), kWrites);
   for (const transport::Completion& c : done) EXPECT_EQ(c.status, transport::WcStatus::kSuccess);
   EXPECT_EQ(ei.stats().kicks_sent, before.kicks_sent);
