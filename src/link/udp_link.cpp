@@ -916,9 +916,10 @@ void UdpLink::handle_datagram(const RxHandler& handler, const uint8_t* data, siz
     ++counters_.rx_drop_bad_icrc;
     return;
   }
-  auto parsed = wire::parse_transport({data, len - wire::kIcrcBytes});
-  if (!parsed) {
-    if (parsed.error() == wire::ParseError::kNotRoce)
+  wire::TransportPacket parsed;
+  if (const std::optional<wire::ParseError> e =
+          wire::parse_transport_into({data, len - wire::kIcrcBytes}, parsed)) {
+    if (*e == wire::ParseError::kNotRoce)
       ++counters_.rx_drop_not_roce;
     else
       ++counters_.rx_drop_malformed;
@@ -929,8 +930,8 @@ void UdpLink::handle_datagram(const RxHandler& handler, const uint8_t* data, siz
   counters_.rx_bytes += len + ip_udp_header_bytes();
   if (ce) ++counters_.rx_ce_marked;
   wire::RxPacket rx;
-  rx.hdr = &parsed->hdr;
-  rx.payload = parsed->payload;
+  rx.hdr = &parsed.hdr;
+  rx.payload = parsed.payload;
   rx.sgid = gid_of(from);
   rx.dgid = dgid;
   rx.udp_src_port = port_of(from);

@@ -40,6 +40,10 @@ struct TransportPacket {
 
 // Parses BTH .. end of pad. `bytes` must not include the ICRC (the link checks and strips it).
 ParseResult<TransportPacket> parse_transport(std::span<const uint8_t> bytes);
+// The same into `pkt` (every field set: what the opcode lacks is zero), for the receive path: no
+// result object to build and move per packet. nullopt on success.
+std::optional<ParseError> parse_transport_into(std::span<const uint8_t> bytes,
+                                               TransportPacket& pkt);
 
 // Writes the BTH and the extension headers that the opcode table lists for hdr.bth.opcode.
 // Returns the number of bytes written (== opcode_info(...).header_bytes). `out` must hold at least

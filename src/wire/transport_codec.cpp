@@ -59,15 +59,22 @@ void write_bth(const Bth& b, uint8_t* p) {
 }  // namespace
 
 ParseResult<TransportPacket> parse_transport(std::span<const uint8_t> bytes) {
-  if (bytes.size() < kBthBytes) return Err(ParseError::kTruncated);
-  const uint8_t* p = bytes.data();
   TransportPacket pkt;
+  if (std::optional<ParseError> e = parse_transport_into(bytes, pkt)) return Err(*e);
+  return pkt;
+}
+
+std::optional<ParseError> parse_transport_into(std::span<const uint8_t> bytes,
+                                               TransportPacket& pkt) {
+  pkt = TransportPacket{};
+  if (bytes.size() < kBthBytes) return ParseError::kTruncated;
+  const uint8_t* p = bytes.data();
   TransportHeaders& h = pkt.hdr;
   read_bth(p, h.bth);
   const OpcodeInfo& info = opcode_info(h.bth.opcode);
-  if (!info.valid()) return Err(ParseError::kUnknownOpcode);
-  if (h.bth.tver != 0) return Err(ParseError::kBadVersion);
-  if (bytes.size() < info.header_bytes) return Err(ParseError::kTruncated);
+  if (!info.valid()) return ParseError::kUnknownOpcode;
+  if (h.bth.tver != 0) return ParseError::kBadVersion;
+  if (bytes.size() < info.header_bytes) return ParseError::kTruncated;
   const uint16_t hs = info.headers;
   if (hs & kDeth) {
     const uint8_t* q = p + header_offset(hs, kDeth);
@@ -99,16 +106,16 @@ ParseResult<TransportPacket> parse_transport(std::span<const uint8_t> bytes) {
 
   const size_t rest = bytes.size() - info.header_bytes;
   if (!info.payload) {
-    if (h.bth.pad_count != 0) return Err(ParseError::kBadPadCount);
-    if (rest != 0) return Err(ParseError::kUnexpectedPayload);
+    if (h.bth.pad_count != 0) return ParseError::kBadPadCount;
+    if (rest != 0) return ParseError::kUnexpectedPayload;
   } else {
     // The pad makes the payload a whole number of 4-byte words (IBA 9.2, BTH PadCnt): headers are
     // words already, so what follows them must be too, and the pad cannot exceed it.
-    if (rest % 4 != 0) return Err(ParseError::kBadLength);
-    if (h.bth.pad_count > rest) return Err(ParseError::kBadPadCount);
+    if (rest % 4 != 0) return ParseError::kBadLength;
+    if (h.bth.pad_count > rest) return ParseError::kBadPadCount;
   }
   pkt.payload = bytes.subspan(info.header_bytes, rest - h.bth.pad_count);
-  return pkt;
+  return std::nullopt;
 }
 
 uint32_t write_transport_headers(const TransportHeaders& h, std::span<uint8_t> out) {

@@ -429,6 +429,35 @@ TEST(WireHeaders, BthBitsAtTheirOffsets) {
   EXPECT_TRUE(std::equal(want.begin(), want.end(), out.begin()));
 }
 
+// The receive path parses every packet into one kept TransportPacket: a packet without an
+// extension header must not inherit the last packet's.
+TEST(WireRoundTrip, ParseIntoResetsWhatTheOpcodeLacks) {
+  std::array<uint8_t, kMaxTransportHeaderBytes + 8> buf{};
+  TransportPacket pkt;
+  const TransportHeaders write = sample_headers(op::kRcWriteOnly);
+  uint32_t n = write_transport_headers(write, buf);
+  ASSERT_FALSE(parse_transport_into(std::span<const uint8_t>(buf.data(), n + 8), pkt));
+  EXPECT_EQ(pkt.hdr.reth.rkey, 0xaabbccddu);
+  EXPECT_EQ(pkt.payload.size(), 8u);
+
+  TransportHeaders ack;
+  ack.bth.opcode = op::kRcAck;
+  ack.bth.dest_qp = 0x42;
+  ack.aeth = Aeth::ack(7);
+  n = write_transport_headers(ack, buf);
+  ASSERT_FALSE(parse_transport_into(std::span<const uint8_t>(buf.data(), n), pkt));
+  EXPECT_EQ(pkt.hdr.bth.dest_qp, 0x42u);
+  EXPECT_EQ(pkt.hdr.aeth.msn, 7u);
+  EXPECT_EQ(pkt.hdr.reth.rkey, 0u);
+  EXPECT_EQ(pkt.hdr.reth.va, 0u);
+  EXPECT_EQ(pkt.hdr.imm, 0u);
+  EXPECT_TRUE(pkt.payload.empty());
+  // An error leaves its code and no payload behind.
+  EXPECT_EQ(parse_transport_into(std::span<const uint8_t>(buf.data(), 4), pkt),
+            ParseError::kTruncated);
+  EXPECT_TRUE(pkt.payload.empty());
+}
+
 // The CRC-32 behind the ICRC is the IEEE one (reflected, init and final XOR all ones): its
 // standard check value, and continuation across split input.
 TEST(WireIcrc, Crc32CheckValue) {
