@@ -15,26 +15,29 @@ source "$(dirname "$0")/rdmacm_lib.sh"
 
 # ---- qperf -cm1 ---------------------------------------------------------------------------------
 if command -v qperf >/dev/null; then
-  # qperf's server listens for its control channel on a TCP port (-lp) on every address.
-  QPERF_PORT=19843
-  UROCE_DEVICES="uroces=$S" timeout -k 5 60 qperf -lp $QPERF_PORT >"$ABI_TMP/qperf.server" 2>&1 &
-  SERVER_PID=$!
-  ABI_PIDS+=("$SERVER_PID")
-  for ((waited = 0; waited < 200; waited++)); do
-    ss -Htln 2>/dev/null | grep -q ":$QPERF_PORT " && break
-    sleep 0.1
-  done
   # qperf's server sends the client its rdma_cm port before it calls rdma_listen (cm_open_server
   # in qperf's rdma.c), so a REQ that comes first gets REJ 8 from uroce's CM, as it would from the
   # kernel's (where the window is far shorter than a loaded machine's scheduling delay). A run
-  # rejected that way is retried.
-  for _ in 1 2 3 4 5; do
+  # rejected that way is retried with a fresh server: the old one still waits out its rejected
+  # test, and a client that asked it for the next one timed out waiting for the port.
+  for attempt in 1 2 3 4 5; do
+    # qperf's server listens for its control channel on a TCP port (-lp) on every address.
+    QPERF_PORT=$((19842 + attempt))
+    UROCE_DEVICES="uroces=$S" timeout -k 5 60 qperf -lp $QPERF_PORT >"$ABI_TMP/qperf.server" 2>&1 &
+    SERVER_PID=$!
+    ABI_PIDS+=("$SERVER_PID")
+    for ((waited = 0; waited < 200; waited++)); do
+      ss -Htln 2>/dev/null | grep -q ":$QPERF_PORT " && break
+      sleep 0.1
+    done
     CLIENT_RC=0
     UROCE_DEVICES="urocec=$C" timeout -k 5 40 qperf -lp $QPERF_PORT -cm1 -t 1 $S rc_bw rc_lat \
       >"$ABI_TMP/qperf.client" 2>&1 || CLIENT_RC=$?
+    kill -TERM "$SERVER_PID" 2>/dev/null
+    wait "$SERVER_PID" 2>/dev/null
     grep -q "unexpected event from RDMA CM: Event rejected" "$ABI_TMP/qperf.client" || break
+    echo "     qperf -cm1: attempt $attempt rejected (REQ before the server's rdma_listen); again"
   done
-  kill -TERM "$SERVER_PID" 2>/dev/null
   [[ $CLIENT_RC == 0 ]] || { show qperf; abi_fail "qperf -cm1: client $CLIENT_RC"; }
   # Exactly the two tests' lines, each with its figure: nothing else (qperf prints errors there).
   /usr/bin/python3 - "$ABI_TMP/qperf.client" <<'PY' || { show qperf; abi_fail "qperf -cm1: output"; }
