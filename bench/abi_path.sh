@@ -10,11 +10,12 @@
 # Environment: A, B (addresses, default 127.0.0.1 / 127.0.0.2), SECONDS_EACH (bandwidth runs,
 #   default 2), LAT_ITERS (perftest latency iterations, default 5000), CPUS (e.g. 0,1: every
 #   process under `taskset -c CPUS`), PIN=1 (the server under `taskset -c 0`, the client under
-#   `taskset -c 1`: each process's threads share one core, the drop-in's hardest case), FIGS (default "send_lat write_lat read_lat write_bw read_bw
-#   send_bw"), PERFTEST_ENV (extra VAR=value words for the perftest processes, e.g. UROCE_SPIN_US=20),
-#   STATS_DIR (keep each run's counters there: the drop-in's UROCE_STATS files, the bench's
-#   --stats-file files, and every process's CPU time from /usr/bin/time), BASE_PORT (default
-#   19700; another value, and other A and B, keep concurrent runs apart).
+#   `taskset -c 1`: each process's threads share one core, the drop-in's hardest case), FIGS
+#   (default "send_lat write_lat read_lat write_bw read_bw send_bw"), PERFTEST_ENV (extra
+#   VAR=value words for the perftest processes, e.g. UROCE_SPIN_US=20), STATS_DIR (keep each
+#   run's counters there: the drop-in's UROCE_STATS files, the bench's --stats-file files, and
+#   every process's CPU time from /usr/bin/time), BASE_PORT (default 19700; another value, and
+#   other A and B, keep concurrent runs apart).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build/release}

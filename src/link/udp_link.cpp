@@ -916,7 +916,7 @@ void UdpLink::handle_datagram(const RxHandler& handler, const uint8_t* data, siz
     ++counters_.rx_drop_bad_icrc;
     return;
   }
-  wire::TransportPacket parsed;
+  wire::TransportPacket& parsed = rx_parsed_;
   if (const std::optional<wire::ParseError> e =
           wire::parse_transport_into({data, len - wire::kIcrcBytes}, parsed)) {
     if (*e == wire::ParseError::kNotRoce)

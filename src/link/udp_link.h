@@ -134,6 +134,8 @@ class UdpLink final : public Link {
   void send_messages(size_t first_slot, size_t slots);
   size_t send_batch(struct mmsghdr* msgs, size_t count);
   size_t deliver(const RxHandler& handler, size_t budget);
+  // Sets up recvmmsg's header i for rx_[i] again (after a call filled it).
+  void reset_rx_header(size_t i);
   // One datagram of the receive buffer `b` (whose sender address and IP fields every segment of
   // it shares).
   // `dst_ip` and `dgid` are where it was sent: the link's address, or a group's.
@@ -169,7 +171,9 @@ class UdpLink final : public Link {
   // usual poll) prepares nothing.
   std::vector<mmsghdr> rx_msgs_;
   std::vector<iovec> rx_iov_;
-  void reset_rx_header(size_t i);
+  // The packet being handed up (handle_datagram), kept so that parsing it does not build a new
+  // one per packet.
+  wire::TransportPacket rx_parsed_;
   size_t rx_filled_ = 0;       // datagrams from the last recvmmsg
   size_t rx_next_ = 0;         // the next one to deliver
   size_t rx_next_offset_ = 0;  // within a GRO blob, the next segment's offset
