@@ -288,6 +288,7 @@ int UdpLink::setup(std::string* why) {
   tx_scratch_.resize(options_.tx_queue_packets);
   // Every queued packet fits a 4 KiB MTU payload and its headers; bigger ones grow it on demand.
   if (options_.linearize) tx_linear_.resize(size_t{options_.tx_queue_packets} * 4352);
+  tx_iovs_.resize(size_t{options_.tx_queue_packets} * kIovPerPacket);
   rx_.resize(options_.mmsg ? options_.rx_batch : 1);
   for (RxBuffer& b : rx_) b.data.resize(gro_ ? kRxBufferBytes : kRxBufferBytes / 4);
   rx_msgs_.resize(rx_.size());
@@ -543,8 +544,10 @@ void UdpLink::send_messages(size_t first, size_t count) {
   std::array<sockaddr_storage, kMaxMmsg> names;
   std::array<TxControl, kMaxMmsg> controls;
   std::array<uint32_t, kMaxMmsg> segs_of, bytes_of;
-  static thread_local std::vector<iovec> iovs;
-  iovs.resize(count * kIovPerPacket);
+  // A member, not a thread_local: a process's exit handlers (librdmacm's disconnect at exit) run
+  // a pass after the exiting thread's thread_locals are destroyed.
+  if (tx_iovs_.size() < count * kIovPerPacket) tx_iovs_.resize(count * kIovPerPacket);
+  std::vector<iovec>& iovs = tx_iovs_;
   size_t iov_used = 0;
   size_t linear_used = 0;
   if (options_.linearize) {

@@ -164,6 +164,7 @@ class UdpLink final : public Link {
   size_t tx_responses_ = 0;         // of the tx_count_ queued, how many are responses
   std::vector<TxSlot> tx_scratch_;  // requests_first()'s room, sized with tx_
   std::vector<uint8_t> tx_linear_;  // linearize: the datagrams of one sendmmsg, back to back
+  std::vector<iovec> tx_iovs_;      // send_messages()'s gather lists (passes are serialised)
 
   std::vector<RxBuffer> rx_;
   // recvmmsg's headers for rx_, set up once: a call writes only the entries it fills, which are

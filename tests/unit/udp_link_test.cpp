@@ -13,7 +13,9 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <string>
@@ -654,6 +656,38 @@ TEST(UdpLink, SmallBudgetsAndFullQueuesStayBounded) {
   ASSERT_EQ(got.size(), 40u);
   for (size_t i = 0; i < got.size(); ++i) expect_same(*sent[i], got[i]);
   EXPECT_EQ(b->poll([](const wire::RxPacket&) {}, 16), 0u);  // nothing left, and no blocking
+}
+
+// A process's exit handlers may still send: librdmacm's drop-in disconnects what is connected at
+// exit, and that pass runs after the exiting thread's thread_local objects are destroyed (C++
+// [basic.start.term]). A gather list kept in a thread_local vector was used after its destructor
+// then (perftest's ib_read_bw -R died with SIGSEGV at exit once its sends were large enough for
+// the vector to be unmapped).
+UdpLink* exit_link = nullptr;
+std::vector<std::unique_ptr<Outgoing>>* exit_packets = nullptr;
+void send_all_at_exit() {
+  for (auto& p : *exit_packets) exit_link->transmit(p->tx);
+  exit_link->flush();
+  std::_Exit(exit_link->counters().tx_packets == 2 * exit_packets->size() ? 0 : 3);
+}
+
+TEST(UdpLink, AnExitHandlerCanStillSend) {
+  EXPECT_EXIT(
+      {
+        UdpLinkOptions o;
+        o.tx_queue_packets = 512;  // gather lists past malloc's mmap threshold, unmapped when freed
+        exit_link = open_link(v4(35, 1), o).release();
+        exit_packets = new std::vector<std::unique_ptr<Outgoing>>;
+        for (uint32_t i = 0; i < 512; ++i)
+          exit_packets->push_back(std::make_unique<Outgoing>(wire::op::kRcSendMiddle, i, 1024,
+                                                             gid_of(v4(35, 2)), /*parts=*/4));
+        // A full queue on this thread first: the largest gather lists it can need.
+        for (auto& p : *exit_packets) exit_link->transmit(p->tx);
+        exit_link->flush();
+        std::atexit(send_all_at_exit);
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 TEST(UdpLink, BadTransmitsAreCountedNotSent) {
