@@ -26,6 +26,7 @@ std::vector<verbs::Counter> Nic::counters() const {
                             {"engine_wakeups_by_packet", p.wakeups_by_packet},
                             {"engine_wakeups_by_timeout", p.wakeups_by_timeout},
                             {"engine_kicks_sent", p.kicks_sent},
+                            {"engine_posts_batched", p.posts_batched},
                         });
   // Read between passes or after the run: the link's own counters are not atomic.
   if (const auto* udp = dynamic_cast<const link::UdpLink*>(link_.get())) {

@@ -124,6 +124,18 @@ void ProgressEngine::drive(bool app_polls) {
   if ((next <= now && !polling) || (next > now && asleep_until != 0 && next < asleep_until)) kick();
 }
 
+bool ProgressEngine::posted(uint32_t packets_in_flight) {
+  if (options_.post_batch_packets > 0 && packets_in_flight >= options_.post_batch_packets &&
+      app_driving(last_drive_.load(std::memory_order_relaxed), now_ns())) {
+    // The thread sleeps deaf until at most app_driving_ns after that poll, so the post waits no
+    // longer than the acknowledgements of the packets in flight already do.
+    posts_batched_.fetch_add(1, std::memory_order_relaxed);
+    return true;
+  }
+  drive();
+  return false;
+}
+
 void ProgressEngine::app_stopped_polling() {
   if (last_drive_.exchange(0, std::memory_order_relaxed) != 0) kick();
 }
@@ -177,6 +189,7 @@ ProgressStats ProgressEngine::stats() const {
   s.wakeups_by_timeout = by_timeout_.load(std::memory_order_relaxed);
   s.kicks_sent = kicks_sent_.load(std::memory_order_relaxed);
   s.inline_passes = inline_passes_.load(std::memory_order_relaxed);
+  s.posts_batched = posts_batched_.load(std::memory_order_relaxed);
   return s;
 }
 

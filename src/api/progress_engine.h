@@ -51,6 +51,13 @@ struct ProgressOptions {
   // and waking a second thread per packet costs both a wake-up (expensive in a VM)
   // and the contention for the pass. 0: always wake on packets.
   Nanos app_driving_ns = 0;
+  // posted(): a post into a QP with at least this many request packets unacknowledged, while an
+  // application thread polls (app_driving_ns), runs no pass of its own; the program's next empty
+  // poll sends it with whatever else was posted meanwhile. A pass per post sends each message in
+  // a system call of its own (one per 64 KiB WRITE through perftest, against one per 255
+  // packets in `uroce bench`), and the wire has the pipe's packets to carry meanwhile. 0: every
+  // post runs a pass.
+  uint32_t post_batch_packets = 0;
   // The engine's thread blocks every signal, so a signal meant for the program (qperf's SIGALRM)
   // reaches one of the program's own threads and interrupts its blocking calls with EINTR.
   bool block_signals = true;
@@ -62,6 +69,7 @@ struct ProgressStats {
   uint64_t wakeups_by_kick = 0, wakeups_by_packet = 0, wakeups_by_timeout = 0;
   uint64_t kicks_sent = 0;     // kick() calls that had to write the eventfd
   uint64_t inline_passes = 0;  // passes run by drive() / pump() on a caller's thread
+  uint64_t posts_batched = 0;  // posts posted() left to the next poll
 };
 
 class ProgressEngine {
@@ -86,6 +94,10 @@ class ProgressEngine {
   // completions, which will call again soon; work a pass left then waits for that call (or for the
   // thread, within app_driving_ns) instead of waking the thread.
   void drive(bool app_polls = false);
+  // After a post into a QP that had `packets_in_flight` request packets unacknowledged: drive(),
+  // or nothing while that pipe is full and an application thread polls
+  // (ProgressOptions::post_batch_packets). Returns whether it left the post to the next poll.
+  bool posted(uint32_t packets_in_flight);
   // The application stopped polling (it armed a CQ for events and may block): the thread takes
   // packets again at once.
   void app_stopped_polling();
@@ -140,7 +152,7 @@ class ProgressEngine {
   std::thread thread_;
 
   std::atomic<uint64_t> passes_{0}, sleeps_{0}, by_kick_{0}, by_packet_{0}, by_timeout_{0},
-      kicks_sent_{0}, inline_passes_{0};
+      kicks_sent_{0}, inline_passes_{0}, posts_batched_{0};
 };
 
 }  // namespace uroce::api

@@ -44,6 +44,7 @@ class NicFifoGate final : public transport::TransportQp {
     return now + std::max<Nanos>(1, static_cast<Nanos>(excess * 8e9 / line_rate_bps_));
   }
   uint32_t qpn() const override { return inner_->qpn(); }
+  uint32_t packets_in_flight() const override { return inner_->packets_in_flight(); }
   const transport::QpCounters& counters() const override { return inner_->counters(); }
   cc::Pacer& pacer() override { return inner_->pacer(); }
 

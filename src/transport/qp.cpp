@@ -135,6 +135,7 @@ class QpImpl final : public TransportQp {
     ctx_.state = state;
   }
   QpState state() const override { return ctx_.state; }
+  uint32_t packets_in_flight() const override { return ctx_.in_flight(); }
 
   void receive(const RxPacket& packet, Nanos now) override {
     const wire::TransportHeaders& h = *packet.hdr;

@@ -158,6 +158,8 @@ class TransportQp {
   virtual Nanos next_deadline(Nanos now) const = 0;
 
   virtual uint32_t qpn() const = 0;
+  // Request packets (PSNs) sent and not yet acknowledged: how full the QP's pipe is.
+  virtual uint32_t packets_in_flight() const = 0;
   virtual const QpCounters& counters() const = 0;
   virtual cc::Pacer& pacer() = 0;
   // XRC target QPs: where XRCETH SRQ numbers are looked up; set once, before the QP receives.

@@ -454,7 +454,10 @@ int QueuePair::post_send(const transport::SendWr& wr) {
   if (s == QpState::kReset || s == QpState::kInit || s == QpState::kRtr) return EINVAL;
   int err = tqp_->post_send(wr);
   check_fatal_locked();
-  if (err == 0) dev_.mark_ready(*this);
+  if (err == 0) {
+    in_flight_at_post_.store(tqp_->packets_in_flight(), std::memory_order_relaxed);
+    dev_.mark_ready(*this);
+  }
   return err;
 }
 
@@ -475,7 +478,10 @@ int QueuePair::post_send_all(std::span<const transport::SendWr> wrs) {
   if (s == QpState::kReset || s == QpState::kInit || s == QpState::kRtr) return EINVAL;
   int err = tqp_->post_send_all(wrs);
   check_fatal_locked();
-  if (err == 0) dev_.mark_ready(*this);
+  if (err == 0) {
+    in_flight_at_post_.store(tqp_->packets_in_flight(), std::memory_order_relaxed);
+    dev_.mark_ready(*this);
+  }
   return err;
 }
 

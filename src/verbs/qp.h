@@ -63,6 +63,12 @@ class QueuePair {
   // All or nothing, under one hold of the lock (ibv_wr_complete): the error post_send would give
   // the first bad request, or ENOMEM if they do not all fit, and then none is queued.
   int post_send_all(std::span<const transport::SendWr> wrs);
+  // Request packets the QP had sent and not yet seen acknowledged when it last accepted a send
+  // (how full its pipe was): the drop-in's progress engine leaves the transmission of a post
+  // made into a full pipe to the program's next poll (api::ProgressEngine::posted).
+  uint32_t packets_in_flight_at_post() const {
+    return in_flight_at_post_.load(std::memory_order_relaxed);
+  }
   // ibv_post_recv: EINVAL in RESET or on a QP with an SRQ, ENOMEM when full.
   int post_recv(const transport::RecvWr& wr);
   int post_recv(std::span<const transport::RecvWr> wrs, size_t* bad = nullptr);
@@ -130,6 +136,7 @@ class QueuePair {
   // Completion statuses seen, for the counters the transport does not keep.
   // Packets dropped by on_path(), before the transport saw them.
   std::atomic<uint64_t> rx_path_drops_{0};
+  std::atomic<uint32_t> in_flight_at_post_{0};  // packets_in_flight_at_post()
   std::atomic<uint64_t> req_cqe_error_{0}, resp_cqe_error_{0}, rnr_nak_retry_err_{0},
       req_cqe_flush_error_{0}, resp_cqe_flush_error_{0}, local_ack_timeout_err_{0};
 };

@@ -490,6 +490,75 @@ TEST(ProgressEngine, APostDoesNotWakeTheThreadThatSleepsBesideAPollingApplicatio
   ei.stop();
 }
 
+uint64_t nic_counter(const Nic& nic, const std::string& name) {
+  for (const verbs::Counter& c : nic.counters())
+    if (c.name == name) return c.value;
+  ADD_FAILURE() << "no counter " << name;
+  return 0;
+}
+
+TEST(ProgressEngine, APostIntoAFullPipeLeavesItsSendToTheNextPoll) {
+  // perftest's ib_write_bw posts a WR per ibv_post_send; a pass per post made a send call per
+  // 64 KiB message. With at least post_batch_packets unacknowledged and the program polling, a
+  // post sends nothing itself: the next empty poll sends every such post in one pass.
+  ProgressOptions o = policy_options(0);
+  o.post_batch_packets = 8;
+  ConnectedPair pair("127.77.48", o);
+  ASSERT_TRUE(pair.init.qp && pair.target.qp);
+  Side &init = pair.init, &target = pair.target;
+  ProgressEngine& e = *init.engine;  // no thread: only the calls below run passes
+  for (size_t i = 0; i < init.buf.size(); ++i) init.buf[i] = static_cast<uint8_t>(i * 7 + 1);
+  constexpr size_t kChunk = 8 << 10;  // two packets per WRITE at MTU 4096
+  constexpr size_t kWrites = (64 << 10) / kChunk;
+  std::vector<transport::Sge> sges(kWrites);
+  auto post = [&](size_t i) {
+    sges[i] = {reinterpret_cast<uint64_t>(init.buf.data() + i * kChunk), kChunk, init.mr->lkey()};
+    transport::SendWr wr;
+    wr.wr_id = i;
+    wr.opcode = transport::WrOpcode::kRdmaWrite;
+    wr.flags = transport::kSendSignaled;
+    wr.sg_list = {&sges[i], 1};
+    wr.remote_addr = reinterpret_cast<uint64_t>(target.buf.data() + i * kChunk);
+    wr.rkey = target.mr->rkey();
+    EXPECT_EQ(init.qp->post_send(wr), 0);
+    return e.posted(init.qp->packets_in_flight_at_post());
+  };
+  e.drive(/*app_polls=*/true);  // the program polls its CQ
+  // The target runs no pass: nothing is acknowledged, so the pipe only fills.
+  for (size_t i = 0; i < kWrites / 2; ++i) EXPECT_FALSE(post(i)) << i;  // 0, 2, 4, 6 in flight
+  EXPECT_EQ(init.nic->link().counters().tx_packets, 8u);
+  const uint64_t calls = nic_counter(*init.nic, "link_tx_calls");
+  EXPECT_EQ(calls, 4u);  // a send call per post
+  const ProgressStats before = e.stats();
+  for (size_t i = kWrites / 2; i < kWrites; ++i) EXPECT_TRUE(post(i)) << i;
+  EXPECT_EQ(e.stats().posts_batched, before.posts_batched + kWrites / 2);
+  EXPECT_EQ(e.stats().passes, before.passes);
+  EXPECT_EQ(init.nic->link().counters().tx_packets, 8u);
+  e.drive(/*app_polls=*/true);  // the next empty poll sends all four in one call
+  EXPECT_EQ(init.nic->link().counters().tx_packets, 16u);
+  EXPECT_EQ(nic_counter(*init.nic, "link_tx_calls"), calls + 1);
+  // A program that arms its CQ may block: its posts run their own pass again.
+  e.app_stopped_polling();
+  EXPECT_FALSE(post(0));
+  EXPECT_EQ(init.nic->link().counters().tx_packets, 18u);
+
+  std::vector<transport::Completion> done;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (done.size() < kWrites + 1 && std::chrono::steady_clock::now() < deadline) {
+    target.engine->pump();
+    e.pump();
+    std::array<transport::Completion, 16> wc;
+    const size_t got = init.cq->poll(wc);
+    done.insert(done.end(), wc.begin(), wc.begin() + got);
+  }
+  ASSERT_EQ(done.size(), kWrites + 1);
+  for (size_t i = 0; i < done.size(); ++i) {
+    EXPECT_EQ(done[i].status, transport::WcStatus::kSuccess);
+    EXPECT_EQ(done[i].wr_id, i < kWrites ? i : 0);
+  }
+  EXPECT_EQ(std::memcmp(target.buf.data(), init.buf.data(), init.buf.size()), 0);
+}
+
 TEST(ProgressEngine, APollThatFindsCompletionsAlsoStopsTheThreadSpinning) {
   // A program whose polls always find completions (the spinning thread did the work) never
   // drives a pass; its polls still mark it as present, so the thread sleeps instead of spinning on

@@ -226,6 +226,7 @@ class FakeTransportQp : public transport::TransportQp {
     return deadline;
   }
   uint32_t qpn() const override { return qpn_; }
+  uint32_t packets_in_flight() const override { return 0; }
   const transport::QpCounters& counters() const override { return counters_; }
   cc::Pacer& pacer() override { return pacer_; }
 

@@ -300,7 +300,7 @@ int post_send(ibv_qp* qp, ibv_send_wr* wr, ibv_send_wr** bad_wr) {
     if (rc == 0) rc = q->impl->post_send(w);
     if (rc != 0) break;
   }
-  if (cur != wr) q->runtime->drive();  // something was posted
+  if (cur != wr) q->runtime->posted(*q->impl);
   if (rc != 0 && bad_wr) *bad_wr = cur;
   return rc;
 }

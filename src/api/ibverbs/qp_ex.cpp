@@ -285,7 +285,7 @@ int wr_complete(ibv_qp_ex* qpx) {
   if (!err && !b.pending.empty()) {
     err = convert_batch(qpx->qp_base, b);
     if (!err) err = q->impl->post_send_all(b.transport_wrs);
-    if (!err) q->runtime->drive();  // as ibv_post_send: start sending on this thread
+    if (!err) q->runtime->posted(*q->impl);  // as ibv_post_send
   }
   close_region(b);
   return err;

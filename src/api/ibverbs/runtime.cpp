@@ -30,6 +30,22 @@ constexpr uint64_t kDefaultSpinUs = 50;
 // application (ProgressOptions::app_driving_ns). UROCE_APP_DRIVING_US overrides.
 constexpr uint64_t kDefaultAppDrivingUs = 200;
 constexpr uint64_t kMaxEnvUs = 1'000'000;
+// A post into a QP with this many request packets unacknowledged leaves its transmission to the
+// program's next poll (ProgressOptions::post_batch_packets; 0 disables). UROCE_POST_BATCH
+// overrides.
+constexpr uint64_t kDefaultPostBatchPackets = 64;
+constexpr uint64_t kMaxPostBatchPackets = 1u << 20;
+
+// A count from the environment, capped at `cap`.
+uint64_t count_from_env(const char* name, uint64_t default_value, uint64_t cap) {
+  uint64_t n = default_value;
+  if (const char* s = std::getenv(name); s && *s) {
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(s, &end, 10);
+    if (end && *end == '\0') n = v < cap ? v : cap;
+  }
+  return n;
+}
 
 // A microsecond count from the environment, capped at kMaxEnvUs, in nanoseconds.
 uint64_t ns_from_env(const char* name, uint64_t default_us) {
@@ -169,6 +185,8 @@ Result<std::shared_ptr<Runtime>> Runtime::acquire(Device* device) {
   o.progress.spin_ns = ns_from_env("UROCE_SPIN_US", kDefaultSpinUs);
   o.progress.yield_ns = 0;
   o.progress.app_driving_ns = ns_from_env("UROCE_APP_DRIVING_US", kDefaultAppDrivingUs);
+  o.progress.post_batch_packets = static_cast<uint32_t>(
+      count_from_env("UROCE_POST_BATCH", kDefaultPostBatchPackets, kMaxPostBatchPackets));
   o.progress.block_signals = true;
   o.qp_defaults = qp_transport_options();
   o.start_engine = true;

@@ -16,6 +16,7 @@
 #include "api/ibverbs/abi.h"
 #include "api/nic.h"
 #include "verbs/device.h"
+#include "verbs/qp.h"
 
 namespace uroce::abi {
 
@@ -38,6 +39,8 @@ class Runtime {
   // the NIC's work on the thread that is waiting for it keeps the data path free of thread
   // wake-ups, which cost milliseconds on a loaded machine (a scheduler tick).
   void drive(bool app_polls = false) { nic_->engine().drive(app_polls); }
+  // After work was posted to `qp`: drive(), unless its pipe is full and a program thread polls.
+  void posted(const verbs::QueuePair& qp) { nic_->engine().posted(qp.packets_in_flight_at_post()); }
   // The program armed a CQ for events: it may block, so the thread takes packets again.
   void app_stopped_polling() { nic_->engine().app_stopped_polling(); }
   void app_polled() { nic_->engine().app_polled(); }
