@@ -81,7 +81,7 @@ for round in $(seq 1 "$ROUNDS"); do
 done
 
 echo "--- uroce (last round) ---"
-grep -E '^(scenario|simulated|peak_rss|incast|background|fabric|pools)' "$WORK/uroce.out"
+grep -E '^(scenario|simulated|peak_rss|incast|background|fabric|device|pools)' "$WORK/uroce.out"
 if [[ -n "$HT" ]]; then
   echo "--- htsim (last round) ---"
   # htsim prints "Flow Roce_<src>_<dst> <id> finished at <us> total bytes <n>"; host 0 is the

@@ -251,6 +251,10 @@ int main(int argc, char** argv) {
       static_cast<unsigned long long>(r.link_tx_errors),
       static_cast<unsigned long long>(r.link_rx_drops),
       static_cast<unsigned long long>(r.link_tx_by_reference));
+  std::printf("device passes=%llu (%.2f per delivered packet)\n",
+              static_cast<unsigned long long>(r.device_passes),
+              static_cast<double>(r.device_passes) /
+                  static_cast<double>(std::max<uint64_t>(r.fabric.delivered, 1)));
   std::printf("pools: events max_pending=%zu, packet descriptors=%zu, payload buffers=%zu\n",
               world.loop().counters().max_pending, world.fabric().packet_descriptors_made(),
               world.fabric().payload_buffers_made());

@@ -3,6 +3,7 @@
 // the job SimLink does over the LossyNetwork (IP, UDP and ICRC out; parse, check and count in),
 // with the fabric's queues, ECN marks and PFC pauses between devices. The fabric writes CE into
 // the IP header on the way; poll() reports it in RxPacket::ce.
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
@@ -70,6 +71,26 @@ class FabricLink final : public link::Link, public HostReceiver {
     notify_ = target;
     notify_kind_ = kind;
   }
+  // Called synchronously, at that instant, once this host's NIC queue has fallen below the bytes
+  // of a request_tx_room: target.on_event(kind, host, now). For a driver whose QPs wait for room
+  // in that queue (sim::NicFifoGate) instead of polling it.
+  void set_tx_room_notify(EventTarget* target, uint32_t kind) {
+    room_notify_ = target;
+    room_notify_kind_ = kind;
+  }
+  // Asks for one tx-room notification when the NIC queue next holds less than `bytes` (requests
+  // before it is sent merge: the largest mark wins, so no requester is woken late). False, and
+  // nothing asked, without a notification target: the caller must look again by itself.
+  bool request_tx_room(uint64_t bytes) {
+    if (room_notify_ == nullptr) return false;
+    room_below_ = std::max(room_below_, bytes);
+    return true;
+  }
+  void on_host_queue_drained(uint64_t queued_bytes, Nanos now) override {
+    if (queued_bytes >= room_below_) return;  // none asked (0), or not yet below the mark
+    room_below_ = 0;
+    room_notify_->on_event(room_notify_kind_, host_, now);
+  }
   uint64_t rx_drop_inbox_full() const { return rx_drop_inbox_full_; }
   // A trusted wire: RoCEv2 packets leave with a zero ICRC and arrive unchecked, two CRC passes
   // over every packet saved. For simulations only, and only where nothing between the links
@@ -115,6 +136,9 @@ class FabricLink final : public link::Link, public HostReceiver {
   uint64_t tx_by_reference_ = 0;
   EventTarget* notify_ = nullptr;
   uint32_t notify_kind_ = 0;
+  EventTarget* room_notify_ = nullptr;
+  uint32_t room_notify_kind_ = 0;
+  uint64_t room_below_ = 0;  // a pending request_tx_room's mark; 0 if none
   std::array<uint8_t, link::kMaxIpPacketBytes> buf_{};
 };
 

@@ -532,7 +532,8 @@ void SwitchFabric::on_tx_done(PortId p, Nanos now) {
   ++port.counters.tx_packets;
   port.counters.tx_bytes += pkt.wire_bytes();
   const Node& n = nodes_[port.node];
-  if (!n.is_switch) hosts_[n.host].queued_bytes -= pkt.wire_bytes();
+  Host* host = n.is_switch ? nullptr : &hosts_[n.host];
+  if (host != nullptr) host->queued_bytes -= pkt.wire_bytes();
   if (pkt.ingress != kNone) release_ingress(pkt, now);
   if (loop_.schedule_at(now + port.link.delay_ns, *this, kArrive, pack(port.peer, id))) {
     // on the wire
@@ -541,6 +542,8 @@ void SwitchFabric::on_tx_done(PortId p, Nanos now) {
     free_packet(id);
   }
   try_transmit(p, now);
+  if (host != nullptr && host->receiver != nullptr)
+    host->receiver->on_host_queue_drained(host->queued_bytes, now);
 }
 
 // ---- Ingress: arrival, buffer admission, PFC -----------------------------------------------

@@ -130,6 +130,9 @@ class HostReceiver {
  public:
   virtual ~HostReceiver() = default;
   virtual void on_receive(const Delivered& packet, Nanos now) = 0;
+  // A packet of this host's finished leaving its NIC queue, which now holds `queued_bytes`
+  // (host_queue_bytes): for a host whose sender waits for room in that queue.
+  virtual void on_host_queue_drained(uint64_t /*queued_bytes*/, Nanos /*now*/) {}
 };
 
 struct PortCounters {

@@ -16,8 +16,8 @@ namespace uroce::sim {
 
 class NicFifoGate final : public transport::TransportQp {
  public:
-  NicFifoGate(std::unique_ptr<TransportQp> inner, const fabric::FabricLink& link,
-              uint64_t fifo_bytes, double line_rate_bps)
+  NicFifoGate(std::unique_ptr<TransportQp> inner, fabric::FabricLink& link, uint64_t fifo_bytes,
+              double line_rate_bps)
       : inner_(std::move(inner)),
         link_(link),
         fifo_bytes_(fifo_bytes),
@@ -39,7 +39,12 @@ class NicFifoGate final : public transport::TransportQp {
   Nanos next_deadline(Nanos now) const override {
     const Nanos t = inner_->next_deadline(now);
     if (t > now || !full()) return t;
-    // Ready but held back: look again when the excess has drained at line rate.
+    // Ready but held back: sleep until the link says the queue has drained below the mark (its
+    // driver then has the device visit every QP). That is the instant a packet leaves, however
+    // long a pause holds the queue, where a guess at the drain time wakes the device many times
+    // per packet (the queue shrinks a packet at a time, and not at all while paused).
+    if (link_.request_tx_room(fifo_bytes_)) return kNever;
+    // A link nobody listens to: look again when the excess has drained at line rate.
     const uint64_t excess = link_.tx_queue_bytes() - fifo_bytes_ + 1;
     return now + std::max<Nanos>(1, static_cast<Nanos>(excess * 8e9 / line_rate_bps_));
   }
@@ -51,7 +56,7 @@ class NicFifoGate final : public transport::TransportQp {
  private:
   bool full() const { return link_.tx_queue_bytes() >= fifo_bytes_; }
   std::unique_ptr<TransportQp> inner_;
-  const fabric::FabricLink& link_;
+  fabric::FabricLink& link_;
   uint64_t fifo_bytes_;
   double line_rate_bps_;
 };

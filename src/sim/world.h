@@ -105,6 +105,7 @@ struct RunResult {
   fabric::FabricCounters fabric;
   uint64_t link_tx_errors = 0, link_rx_drops = 0;
   uint64_t link_tx_by_reference = 0;  // packets whose payload crossed as a descriptor
+  uint64_t device_passes = 0;         // progress passes, over all devices
   // Synthetic memory: bytes that landed somewhere other than where they were read from, over all
   // devices (0 in a correct run), and bytes checked.
   uint64_t synthetic_mismatched_bytes = 0, synthetic_checked_bytes = 0;

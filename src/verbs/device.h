@@ -134,12 +134,18 @@ class Device {
 
   // Port state changes (link down/up) post PORT_ERR / PORT_ACTIVE to every open context.
   void set_port_state(PortState state);
+  // The link can take packets again after refusing them for a while (a NIC's transmit FIFO has
+  // drained below its mark): the next pass visits every QP, since a QP held back by the link
+  // sleeps without a deadline of its own (sim::NicFifoGate). Its caller schedules that pass.
+  void link_has_room() { mark_all_ready(); }
 
   // Device-wide counters (rdma-core hw_counters names where one exists): the sum over live and
   // destroyed QPs plus the device's own drops.
   std::vector<Counter> counters() const;
 
   uint32_t users() const { return contexts_open_.load(); }
+  // Passes run (counter `progress_passes`): what a simulation pays per device.
+  uint64_t progress_passes() const { return progress_passes_.load(std::memory_order_relaxed); }
 
   // The GSI QP's consumer (verbs/gsi.h): MADs to QPN 1 go to `agent`, and every progress() pass
   // lets it send and fire its timers. Null detaches. The agent must stay alive until detached;

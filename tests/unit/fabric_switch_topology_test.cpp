@@ -167,6 +167,76 @@ TEST(FabricTopology, RoceV1StaysOnItsSegment) {
   EXPECT_EQ(links[1]->counters().rx_bytes, 40u + 12 + 8 + 4);  // GRH, BTH, payload, ICRC
 }
 
+// The NIC queue's room notification (FabricLink::request_tx_room), what sim::NicFifoGate sleeps
+// on: one call, at the instant a packet's departure takes the queue below the largest mark asked
+// for, none without a request, and none asked without a target.
+TEST(FabricTopology, TxRoomIsNotifiedOnceWhenTheQueueFallsBelowTheMark) {
+  EventLoop loop(1);
+  SwitchFabric f(loop);
+  auto t = build_topology(f, *parse_topology("dumbbell left=1 right=1 rate=100G"));
+  ASSERT_TRUE(t.ok());
+  const HostId a = t->hosts[0], b = t->hosts[1];
+  auto sender = FabricLink::create(f, a, host_gid(a));
+  auto receiver = FabricLink::create(f, b, host_gid(b));
+  ASSERT_TRUE(sender.ok() && receiver.ok());
+  FabricLink& link = **sender;
+  EXPECT_FALSE(link.request_tx_room(1)) << "no target: the caller must poll";
+
+  struct Probe final : EventTarget {
+    SwitchFabric* fabric = nullptr;
+    HostId host = 0;
+    std::vector<std::pair<Nanos, uint64_t>> calls;  // (when, the queue's bytes then)
+    void on_event(uint32_t kind, uint64_t arg, Nanos now) override {
+      EXPECT_EQ(kind, 9u);
+      EXPECT_EQ(arg, host);
+      calls.emplace_back(now, fabric->host_queue_bytes(host));
+    }
+  } probe;
+  probe.fabric = &f;
+  probe.host = a;
+  link.set_tx_room_notify(&probe, 9);
+
+  wire::TransportHeaders h;
+  h.bth.opcode = wire::op::kRcSendOnly;
+  h.bth.dest_qp = 17;
+  static const std::vector<uint8_t> data(4096, 0x5a);
+  wire::AddressVector av;
+  av.dgid = host_gid(b);
+  auto send = [&] {
+    wire::TxPacket p;
+    p.header_len = wire::write_transport_headers(h, p.header);
+    p.payload[0] = {data.data(), data.size()};
+    p.payload_parts = 1;
+    p.payload_len = static_cast<uint32_t>(data.size());
+    p.dest = &av;
+    link.transmit(p);
+  };
+  send();
+  const uint64_t packet = link.tx_queue_bytes();
+  ASSERT_GT(packet, 4096u);
+  for (int i = 0; i < 4; ++i) send();
+  ASSERT_EQ(link.tx_queue_bytes(), 5 * packet);
+  // Two requests merge into the larger mark: below 2.5 packets is after the third departure.
+  EXPECT_TRUE(link.request_tx_room(packet + 1));
+  EXPECT_TRUE(link.request_tx_room(2 * packet + packet / 2));
+  loop.run_until(kNever);
+  ASSERT_EQ(probe.calls.size(), 1u) << "one notification per request";
+  EXPECT_EQ(probe.calls[0].second, 2 * packet);
+  // At the third packet's departure: three serialisations at 100 Gb/s from time 0.
+  EXPECT_NEAR(static_cast<double>(probe.calls[0].first), 3.0 * static_cast<double>(packet) * 0.08,
+              3.0);
+  EXPECT_EQ(link.tx_queue_bytes(), 0u);
+  // A request while the queue is empty waits for the next departure that leaves it below.
+  EXPECT_TRUE(link.request_tx_room(packet));
+  send();
+  loop.run_until(kNever);
+  ASSERT_EQ(probe.calls.size(), 2u);
+  EXPECT_EQ(probe.calls[1].second, 0u);
+  send();
+  loop.run_until(kNever);
+  EXPECT_EQ(probe.calls.size(), 2u) << "no request, no notification";
+}
+
 TEST(FabricTopology, DumbbellBottleneckSetsTheRate) {
   EventLoop loop(1);
   SwitchFabric f(loop);
