@@ -117,8 +117,7 @@ uint32_t EventLoop::earliest_ordinary() const {
   return far_.empty() ? kNil : far_.front().slot;
 }
 
-const Event* EventLoop::peek() const {
-  if (peeked_valid_) return peeked_;
+const Event* EventLoop::find_next() const {
   const Event* best = nullptr;
   if (const uint32_t slot = earliest_ordinary(); slot != kNil) {
     const Slot& s = slots_[slot];
@@ -322,8 +321,8 @@ bool EventLoop::step() {
   UROCE_DCHECK(e.time >= now_);
   if (e.time != now_) set_now(e.time);
   ++counters_.executed;
-  trace(e.time);
-  trace(uint64_t{e.kind} << 32 ^ e.arg);
+  // One mix per event: the time spread by an odd multiplier, so (time, kind, arg) stay apart.
+  trace(e.time * 0x9e3779b97f4a7c15ull ^ (uint64_t{e.kind} << 32 ^ e.arg));
   e.target->on_event(e.kind, e.arg, e.time);
   return true;
 }

@@ -96,7 +96,7 @@ class EventLoop {
     return e == nullptr ? kNever : e->time;
   }
   // The event step() would run next; null if none. Valid until the next schedule or step.
-  const Event* peek() const;
+  const Event* peek() const { return peeked_valid_ ? peeked_ : find_next(); }
   size_t pending() const { return wheel_count_ + far_.size() + late_.size() + keyed_heap_.size(); }
   size_t capacity() const { return max_pending_; }
 
@@ -125,7 +125,8 @@ class EventLoop {
     if (a.order != b.order) return a.order > b.order;
     return a.seq > b.seq;
   }
-  bool admit(Nanos time);  // the checks and counters every schedule call shares
+  const Event* find_next() const;  // what peek() shows, found and kept until it changes
+  bool admit(Nanos time);          // the checks and counters every schedule call shares
   void counted_pending();
   void set_now(Nanos time);
   uint32_t earliest_ordinary() const;  // its slot, kNil if none

@@ -47,6 +47,10 @@ void FabricLink::transmit(const wire::TxPacket& packet) {
       return;
     }
   }
+  if (reference_ != nullptr) {
+    for (uint32_t i = 0; i < packet.payload_parts; ++i)
+      reference_->prepare_copy(packet.payload[i].data(), packet.payload[i].size());
+  }
   const uint32_t n = v1 ? link::build_v1_packet(packet, local_, buf_)
                         : link::build_ip_packet(packet, local_, buf_, !trusted_wire_);
   if (n == 0 || !fabric_.host_send_ip(host_, std::span<const uint8_t>(buf_.data(), n))) {

@@ -28,6 +28,10 @@ class PayloadReference {
   virtual bool describe(const uint8_t* p, size_t len, uint64_t* iova) const = 0;
   // Writes the bytes of [iova, iova + out.size()).
   virtual void materialize(uint64_t iova, std::span<uint8_t> out) const = 0;
+  // A sender's payload part about to be copied into a packet (not carried by reference): makes
+  // [p, p + len) hold its bytes if they are among the last reads and were left unwritten (a
+  // reference may leave a read's bytes unwritten until a link needs them); otherwise nothing.
+  virtual void prepare_copy(const uint8_t* p, size_t len) const = 0;
   // Where a receiving link rebuilds a packet (at least link::kMaxIpPacketBytes), valid until the
   // next rebuild by any link of the world: one buffer for all of them stays in cache, where one
   // per link would be written cold at most hosts.

@@ -397,7 +397,7 @@ bool SwitchFabric::host_send_ip(HostId src, std::span<const uint8_t> ip, uint32_
     buf = free_payloads_.back();
     free_payloads_.pop_back();
   } else if (payloads_.size() < config_.max_payload_buffers) {
-    payloads_.push_back(std::make_unique<uint8_t[]>(config_.max_ip_bytes));
+    payloads_.push_back(std::make_unique_for_overwrite<uint8_t[]>(config_.max_ip_bytes));
     buf = static_cast<uint32_t>(payloads_.size() - 1);
   } else {
     ++counters_.refused_no_payload;
@@ -598,7 +598,7 @@ void SwitchFabric::on_arrive(PortId p, uint32_t id, Nanos now) {
 std::unique_ptr<uint8_t[]> SwitchFabric::exchange_payload(const Delivered& packet,
                                                           std::unique_ptr<uint8_t[]> replacement) {
   UROCE_CHECK(packet.payload_buffer < payloads_.size());
-  if (!replacement) replacement = std::make_unique<uint8_t[]>(config_.max_ip_bytes);
+  if (!replacement) replacement = std::make_unique_for_overwrite<uint8_t[]>(config_.max_ip_bytes);
   std::swap(payloads_[packet.payload_buffer], replacement);
   return replacement;
 }

@@ -188,25 +188,39 @@ Result<uint8_t*, KeyError> SyntheticAccess::substitute(Result<uint8_t*, KeyError
   if (m.read_pos_ + length > m.read_ring_.size()) m.read_pos_ = 0;
   uint8_t* out = m.read_ring_.data() + m.read_pos_;
   m.read_pos_ += length;
-  fill_synthetic(addr, {out, length});
-  generated_ += length;
+  if (!m.lazy_reads_) {
+    fill_synthetic(addr, {out, length});
+    generated_ += length;
+  }
   m.reads_[m.reads_next_] = {out, length, addr};
   m.reads_next_ = (m.reads_next_ + 1) % SyntheticMemory::kReadsKept;
   return out;
 }
 
-bool SyntheticMemory::describe(const uint8_t* p, size_t len, uint64_t* iova) const {
+const SyntheticMemory::Read* SyntheticMemory::read_holding(const uint8_t* p, size_t len) const {
   // Newest first: a later read may have reused an older one's bytes in the ring.
   for (size_t i = 1; i <= kReadsKept; ++i) {
     const Read& r = reads_[(reads_next_ + kReadsKept - i) % kReadsKept];
-    if (r.at != nullptr && p >= r.at && p + len <= r.at + r.len) {
-      *iova = r.iova + static_cast<uint64_t>(p - r.at);
-      return true;
-    }
+    if (r.at != nullptr && p >= r.at && p + len <= r.at + r.len) return &r;
     // Any read overlapping [p, p + len) other than one holding it all means the bytes changed.
-    if (r.at != nullptr && p < r.at + r.len && r.at < p + len) return false;
+    if (r.at != nullptr && p < r.at + r.len && r.at < p + len) return nullptr;
   }
-  return false;
+  return nullptr;
+}
+
+bool SyntheticMemory::describe(const uint8_t* p, size_t len, uint64_t* iova) const {
+  const Read* r = read_holding(p, len);
+  if (r == nullptr) return false;
+  *iova = r->iova + static_cast<uint64_t>(p - r->at);
+  return true;
+}
+
+void SyntheticMemory::prepare_copy(const uint8_t* p, size_t len) const {
+  if (!lazy_reads_ || len == 0) return;
+  const Read* r = read_holding(p, len);
+  if (r == nullptr) return;
+  const size_t at = static_cast<size_t>(p - r->at);
+  fill_synthetic(r->iova + at, {r->at + at, len});
 }
 
 void SyntheticMemory::settle() {

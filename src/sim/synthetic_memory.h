@@ -82,6 +82,13 @@ class SyntheticMemory final : public fabric::PayloadReference {
   void materialize(uint64_t iova, std::span<uint8_t> out) const override {
     fill_synthetic(iova, out);
   }
+  void prepare_copy(const uint8_t* p, size_t len) const override;
+  // Reads left unwritten until a link copies them (prepare_copy): for a world whose every link
+  // carries payload by reference (fabric::FabricLink::set_payload_reference with this), where a
+  // read's bytes are otherwise generated only to be described by their address. The transport
+  // itself never reads a gathered payload; a link without the reference would send garbage, and
+  // the receiver's check would count it.
+  void set_lazy_reads(bool lazy) { lazy_reads_ = lazy; }
   std::span<uint8_t> rebuild_buffer() const override { return rebuild_; }
 
  private:
@@ -95,10 +102,13 @@ class SyntheticMemory final : public fabric::PayloadReference {
   size_t read_pos_ = 0;
   // The last reads into the ring (a packet's gather list is among them when it is sent).
   struct Read {
-    const uint8_t* at = nullptr;
+    uint8_t* at = nullptr;
     size_t len = 0;
     uint64_t iova = 0;
   };
+  // The newest of the last reads holding all of [p, p + len) with unchanged bytes, or null.
+  const Read* read_holding(const uint8_t* p, size_t len) const;
+  bool lazy_reads_ = false;
   static constexpr size_t kReadsKept = 32;
   std::array<Read, kReadsKept> reads_{};
   size_t reads_next_ = 0;

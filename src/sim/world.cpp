@@ -86,6 +86,8 @@ World::World(const WorldConfig& config, std::unique_ptr<fabric::EventLoop> loop,
   constexpr size_t kSyntheticSpan = size_t{1} << 40;
   if (config_.synthetic_memory) {
     synthetic_ = std::make_unique<sim::SyntheticMemory>(kSyntheticSpan, config_.message_bytes);
+    // Every link then carries payload by reference and prepares what it must copy.
+    synthetic_->set_lazy_reads(config_.trusted_wire);
   }
   sim::SyntheticMemory* synthetic = synthetic_.get();
   for (fabric::HostId h = 0; h < fabric_->hosts(); ++h) {

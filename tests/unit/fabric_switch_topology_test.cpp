@@ -1,6 +1,7 @@
 // Topologies, routing and ECMP, bit errors, real IP packets, determinism for a seed, and speed.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -235,6 +236,58 @@ TEST(FabricTopology, TxRoomIsNotifiedOnceWhenTheQueueFallsBelowTheMark) {
   send();
   loop.run_until(kNever);
   EXPECT_EQ(probe.calls.size(), 2u) << "no request, no notification";
+}
+
+// A payload the link must copy (here two parts, which no descriptor can stand for) is prepared by
+// the reference first (PayloadReference::prepare_copy), so a reference that leaves its reads
+// unwritten (sim::SyntheticMemory's lazy reads) still sends the right bytes.
+TEST(FabricTopology, CopiedPayloadIsPreparedByTheReferenceFirst) {
+  EventLoop loop(1);
+  SwitchFabric f(loop);
+  auto t = build_topology(f, *parse_topology("dumbbell left=1 right=1 rate=100G"));
+  ASSERT_TRUE(t.ok());
+  const HostId a = t->hosts[0], b = t->hosts[1];
+  auto sender = FabricLink::create(f, a, host_gid(a));
+  auto receiver = FabricLink::create(f, b, host_gid(b));
+  ASSERT_TRUE(sender.ok() && receiver.ok());
+  struct Preparing final : PayloadReference {
+    mutable std::vector<size_t> prepared;  // lengths, in call order
+    mutable std::vector<uint8_t> rebuild = std::vector<uint8_t>(link::kMaxIpPacketBytes);
+    bool describe(const uint8_t*, size_t, uint64_t*) const override { return false; }
+    void materialize(uint64_t, std::span<uint8_t> out) const override {
+      std::fill(out.begin(), out.end(), uint8_t{0});
+    }
+    void prepare_copy(const uint8_t* p, size_t len) const override {
+      prepared.push_back(len);
+      std::fill(const_cast<uint8_t*>(p), const_cast<uint8_t*>(p) + len, uint8_t{0xab});
+    }
+    std::span<uint8_t> rebuild_buffer() const override { return rebuild; }
+  } reference;
+  for (FabricLink* l : {sender->get(), receiver->get()}) {
+    l->set_trusted_wire(true);
+    l->set_payload_reference(&reference);
+  }
+  wire::TransportHeaders h;
+  h.bth.opcode = wire::op::kRcSendOnly;
+  h.bth.dest_qp = 17;
+  std::vector<uint8_t> first(100, 0), second(28, 0);  // unwritten until prepared
+  wire::AddressVector av;
+  av.dgid = host_gid(b);
+  wire::TxPacket p;
+  p.header_len = wire::write_transport_headers(h, p.header);
+  p.payload[0] = {first.data(), first.size()};
+  p.payload[1] = {second.data(), second.size()};
+  p.payload_parts = 2;
+  p.payload_len = 128;
+  p.dest = &av;
+  (*sender)->transmit(p);
+  EXPECT_EQ(reference.prepared, (std::vector<size_t>{100, 28}));
+  EXPECT_EQ((*sender)->tx_by_reference(), 0u);
+  loop.run_until(kNever);
+  std::vector<uint8_t> got;
+  (*receiver)->poll(
+      [&](const wire::RxPacket& rx) { got.assign(rx.payload.begin(), rx.payload.end()); }, 4);
+  EXPECT_EQ(got, std::vector<uint8_t>(128, 0xab));
 }
 
 TEST(FabricTopology, DumbbellBottleneckSetsTheRate) {
