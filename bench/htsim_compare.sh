@@ -63,6 +63,7 @@ better() { awk -v a="$1" -v b="$2" 'BEGIN{exit !(b == "" || a > b)}'; }
 
 best_u=""
 best_h=""
+ratios=()  # each round's, for their median: the rounds run back to back, so the pair is fair
 for round in $(seq 1 "$ROUNDS"); do
   read -r uw uc ur < <(measure "$WORK/uroce.out" "$URO" --k "$K" --seed "$SEED" --end-us "$END_US")
   us=$(rate "$uc")
@@ -76,6 +77,7 @@ for round in $(seq 1 "$ROUNDS"); do
     hs=$(rate "$hc")
     line="$line; htsim $hs ms/cpu-s ($(rate "$hw") ms/wall-s, cpu ${hc} s, rss $((hr / 1024)) MiB); ratio $(ratio "$us" "$hs")"
     if better "$hs" "$best_h"; then best_h=$hs; fi
+    ratios+=("$(ratio "$us" "$hs")")
   fi
   echo "$line"
 done
@@ -98,7 +100,10 @@ if [[ -n "$HT" ]]; then
   echo "incast done=$inc/64; background done=$bg/$((NODES - 65))"
   fct 1 incast
   fct 0 background
-  echo "best: uroce $best_u ms/cpu-s, htsim $best_h ms/cpu-s, ratio $(ratio "$best_u" "$best_h")"
+  median=$(printf '%s\n' "${ratios[@]}" | sort -g | awk '{a[NR] = $1} END {
+    printf "%.2f", NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2 }')
+  echo "best: uroce $best_u ms/cpu-s, htsim $best_h ms/cpu-s, ratio $(ratio "$best_u" "$best_h");" \
+    "median of the rounds' ratios $median"
 else
   echo "best: uroce $best_u ms/cpu-s"
 fi

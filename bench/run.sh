@@ -252,5 +252,5 @@ A=$A B=$B SECONDS_EACH=$SECS "$(dirname "$0")/abi_path.sh" "$BUILD" "$REPEAT" 2>
 #    only where HTSIM names htsim_roce or a csg-htsim checkout). Opt out with SIM=0.
 if [[ ${SIM:-1} != 0 ]]; then
   echo "## 6. Fabric simulator on htsim's scenario (virtual ms per CPU second; ratio to htsim)"
-  ROUNDS=${SIM_ROUNDS:-1} "$(dirname "$0")/htsim_compare.sh" "$BUILD" | sed 's/^/  /'
+  ROUNDS=${SIM_ROUNDS:-3} "$(dirname "$0")/htsim_compare.sh" "$BUILD" | sed 's/^/  /'
 fi
