@@ -208,6 +208,15 @@ QueuePair::~QueuePair() {
       dev_.unregister_qp(this);
     }
     tqp_.reset();
+    // Its completions go with it, as with rdma-core's mlx5 provider (its destroy cleans both
+    // CQs): libfabric's ofi_rxm closes a connection's endpoint and then drains the shared CQ,
+    // reposting each receive it finds to that connection's endpoint, so a completion left
+    // behind sends it into freed memory. Still under the barrier: no pass can push one now, and
+    // no new QP can take this number before the purge.
+    if (qpn_ != 0) {
+      if (init_.send_cq) init_.send_cq->purge(qpn_);
+      if (init_.recv_cq && init_.recv_cq != init_.send_cq) init_.recv_cq->purge(qpn_);
+    }
   }
   pd_.context().async_events().purge(this);
   if (init_.send_cq) init_.send_cq->users_.fetch_sub(1);

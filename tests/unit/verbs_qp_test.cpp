@@ -490,5 +490,32 @@ TEST(VerbsQp, ResetPurgesTheQpsCompletionsFromBothCqs) {
   EXPECT_EQ(out[0].wr_id, 7u);
 }
 
+// Destroying a QP removes its completions from its CQs too (mlx5 cleans both CQs on destroy);
+// a program that drains a shared CQ after closing one connection (libfabric's ofi_rxm) must not
+// find the dead QP's receives there.
+TEST(VerbsQp, DestroyPurgesTheQpsCompletionsFromBothCqs) {
+  FakeWorld w;
+  auto rcq = std::move(w.ctx->create_cq(16).value());
+  auto qp = w.qp(T::kRc, w.cq.get(), rcq.get());
+  auto other = w.qp(T::kRc, w.cq.get(), rcq.get());
+  auto push = [](CompletionQueue& cq, uint32_t qpn, uint64_t wr_id) {
+    transport::Completion c;
+    c.qp_num = qpn;
+    c.wr_id = wr_id;
+    ASSERT_TRUE(cq.push(c));
+  };
+  push(*w.cq, qp->qp_num(), 1);
+  push(*w.cq, other->qp_num(), 2);
+  push(*rcq, qp->qp_num(), 3);
+  push(*rcq, other->qp_num(), 4);
+  push(*rcq, qp->qp_num(), 5);
+  qp.reset();
+  std::vector<transport::Completion> out(8);
+  ASSERT_EQ(w.cq->poll(out), 1u);
+  EXPECT_EQ(out[0].wr_id, 2u);
+  ASSERT_EQ(rcq->poll(out), 1u);
+  EXPECT_EQ(out[0].wr_id, 4u);
+}
+
 }  // namespace
 }  // namespace uroce::verbs
