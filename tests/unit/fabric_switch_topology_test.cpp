@@ -168,19 +168,35 @@ TEST(FabricTopology, RoceV1StaysOnItsSegment) {
   EXPECT_EQ(links[1]->counters().rx_bytes, 40u + 12 + 8 + 4);  // GRH, BTH, payload, ICRC
 }
 
+// Two hosts on one switch, each with its FabricLink.
+struct LinkPair {
+  EventLoop loop{1};
+  SwitchFabric f{loop};
+  HostId a = 0, b = 0;
+  std::unique_ptr<FabricLink> sender, receiver;
+  LinkPair() {
+    auto t = build_topology(f, *parse_topology("dumbbell left=1 right=1 rate=100G"));
+    if (!t.ok()) {
+      ADD_FAILURE() << t.error();
+      return;
+    }
+    a = t->hosts[0];
+    b = t->hosts[1];
+    sender = std::move(FabricLink::create(f, a, host_gid(a)).value());
+    receiver = std::move(FabricLink::create(f, b, host_gid(b)).value());
+  }
+};
+
 // The NIC queue's room notification (FabricLink::request_tx_room), what sim::NicFifoGate sleeps
 // on: one call, at the instant a packet's departure takes the queue below the largest mark asked
 // for, none without a request, and none asked without a target.
 TEST(FabricTopology, TxRoomIsNotifiedOnceWhenTheQueueFallsBelowTheMark) {
-  EventLoop loop(1);
-  SwitchFabric f(loop);
-  auto t = build_topology(f, *parse_topology("dumbbell left=1 right=1 rate=100G"));
-  ASSERT_TRUE(t.ok());
-  const HostId a = t->hosts[0], b = t->hosts[1];
-  auto sender = FabricLink::create(f, a, host_gid(a));
-  auto receiver = FabricLink::create(f, b, host_gid(b));
-  ASSERT_TRUE(sender.ok() && receiver.ok());
-  FabricLink& link = **sender;
+  LinkPair w;
+  ASSERT_TRUE(w.sender && w.receiver);
+  EventLoop& loop = w.loop;
+  SwitchFabric& f = w.f;
+  const HostId a = w.a, b = w.b;
+  FabricLink& link = *w.sender;
   EXPECT_FALSE(link.request_tx_room(1)) << "no target: the caller must poll";
 
   struct Probe final : EventTarget {
@@ -242,14 +258,8 @@ TEST(FabricTopology, TxRoomIsNotifiedOnceWhenTheQueueFallsBelowTheMark) {
 // the reference first (PayloadReference::prepare_copy), so a reference that leaves its reads
 // unwritten (sim::SyntheticMemory's lazy reads) still sends the right bytes.
 TEST(FabricTopology, CopiedPayloadIsPreparedByTheReferenceFirst) {
-  EventLoop loop(1);
-  SwitchFabric f(loop);
-  auto t = build_topology(f, *parse_topology("dumbbell left=1 right=1 rate=100G"));
-  ASSERT_TRUE(t.ok());
-  const HostId a = t->hosts[0], b = t->hosts[1];
-  auto sender = FabricLink::create(f, a, host_gid(a));
-  auto receiver = FabricLink::create(f, b, host_gid(b));
-  ASSERT_TRUE(sender.ok() && receiver.ok());
+  LinkPair w;
+  ASSERT_TRUE(w.sender && w.receiver);
   struct Preparing final : PayloadReference {
     mutable std::vector<size_t> prepared;  // lengths, in call order
     mutable std::vector<uint8_t> rebuild = std::vector<uint8_t>(link::kMaxIpPacketBytes);
@@ -263,7 +273,7 @@ TEST(FabricTopology, CopiedPayloadIsPreparedByTheReferenceFirst) {
     }
     std::span<uint8_t> rebuild_buffer() const override { return rebuild; }
   } reference;
-  for (FabricLink* l : {sender->get(), receiver->get()}) {
+  for (FabricLink* l : {w.sender.get(), w.receiver.get()}) {
     l->set_trusted_wire(true);
     l->set_payload_reference(&reference);
   }
@@ -272,7 +282,7 @@ TEST(FabricTopology, CopiedPayloadIsPreparedByTheReferenceFirst) {
   h.bth.dest_qp = 17;
   std::vector<uint8_t> first(100, 0), second(28, 0);  // unwritten until prepared
   wire::AddressVector av;
-  av.dgid = host_gid(b);
+  av.dgid = host_gid(w.b);
   wire::TxPacket p;
   p.header_len = wire::write_transport_headers(h, p.header);
   p.payload[0] = {first.data(), first.size()};
@@ -280,12 +290,12 @@ TEST(FabricTopology, CopiedPayloadIsPreparedByTheReferenceFirst) {
   p.payload_parts = 2;
   p.payload_len = 128;
   p.dest = &av;
-  (*sender)->transmit(p);
+  w.sender->transmit(p);
   EXPECT_EQ(reference.prepared, (std::vector<size_t>{100, 28}));
-  EXPECT_EQ((*sender)->tx_by_reference(), 0u);
-  loop.run_until(kNever);
+  EXPECT_EQ(w.sender->tx_by_reference(), 0u);
+  w.loop.run_until(kNever);
   std::vector<uint8_t> got;
-  (*receiver)->poll(
+  w.receiver->poll(
       [&](const wire::RxPacket& rx) { got.assign(rx.payload.begin(), rx.payload.end()); }, 4);
   EXPECT_EQ(got, std::vector<uint8_t>(128, 0xab));
 }

@@ -458,6 +458,14 @@ TEST(VerbsQp, QpNumbersAreDistinctAndAvoidTheSpecialQps) {
   EXPECT_EQ(w.pd->create_qp(a).error(), ENOMEM);  // max_qp
 }
 
+// Queues a completion of QP `qpn` as a finished work request would.
+void push(CompletionQueue& cq, uint32_t qpn, uint64_t wr_id) {
+  transport::Completion c;
+  c.qp_num = qpn;
+  c.wr_id = wr_id;
+  ASSERT_TRUE(cq.push(c));
+}
+
 // Moving a QP to RESET removes its completions from its CQs (as mlx5 does), others' stay in order.
 TEST(VerbsQp, ResetPurgesTheQpsCompletionsFromBothCqs) {
   FakeWorld w;
@@ -465,12 +473,6 @@ TEST(VerbsQp, ResetPurgesTheQpsCompletionsFromBothCqs) {
   auto qp = w.qp(T::kRc, w.cq.get(), rcq.get());
   auto other = w.qp(T::kRc, w.cq.get(), rcq.get());
   drive(*qp, S::kRts);
-  auto push = [](CompletionQueue& cq, uint32_t qpn, uint64_t wr_id) {
-    transport::Completion c;
-    c.qp_num = qpn;
-    c.wr_id = wr_id;
-    ASSERT_TRUE(cq.push(c));
-  };
   push(*w.cq, qp->qp_num(), 1);
   push(*w.cq, other->qp_num(), 2);
   push(*w.cq, qp->qp_num(), 3);
@@ -498,12 +500,6 @@ TEST(VerbsQp, DestroyPurgesTheQpsCompletionsFromBothCqs) {
   auto rcq = std::move(w.ctx->create_cq(16).value());
   auto qp = w.qp(T::kRc, w.cq.get(), rcq.get());
   auto other = w.qp(T::kRc, w.cq.get(), rcq.get());
-  auto push = [](CompletionQueue& cq, uint32_t qpn, uint64_t wr_id) {
-    transport::Completion c;
-    c.qp_num = qpn;
-    c.wr_id = wr_id;
-    ASSERT_TRUE(cq.push(c));
-  };
   push(*w.cq, qp->qp_num(), 1);
   push(*w.cq, other->qp_num(), 2);
   push(*rcq, qp->qp_num(), 3);
