@@ -213,10 +213,7 @@ QueuePair::~QueuePair() {
     // reposting each receive it finds to that connection's endpoint, so a completion left
     // behind sends it into freed memory. Still under the barrier: no pass can push one now, and
     // no new QP can take this number before the purge.
-    if (qpn_ != 0) {
-      if (init_.send_cq) init_.send_cq->purge(qpn_);
-      if (init_.recv_cq && init_.recv_cq != init_.send_cq) init_.recv_cq->purge(qpn_);
-    }
+    if (qpn_ != 0) purge_completions();
   }
   pd_.context().async_events().purge(this);
   if (init_.send_cq) init_.send_cq->users_.fetch_sub(1);
@@ -412,6 +409,11 @@ transport::QpConfig QueuePair::config() const {
   return c;
 }
 
+void QueuePair::purge_completions() {
+  if (init_.send_cq) init_.send_cq->purge(qpn_);
+  if (init_.recv_cq && init_.recv_cq != init_.send_cq) init_.recv_cq->purge(qpn_);
+}
+
 int QueuePair::modify(const QpAttr& attr, uint32_t mask) {
   std::shared_lock quiesce(dev_.quiesce_);
   Guard guard(*this);
@@ -424,8 +426,7 @@ int QueuePair::modify(const QpAttr& attr, uint32_t mask) {
     tqp_->set_state(next);
     if (next == QpState::kReset) {
       fatal_reported_ = false;
-      if (init_.send_cq) init_.send_cq->purge(qpn_);
-      if (init_.recv_cq && init_.recv_cq != init_.send_cq) init_.recv_cq->purge(qpn_);
+      purge_completions();
     }
   }
   check_fatal_locked();

@@ -109,6 +109,8 @@ class QueuePair {
   // Called with mu_ held after every transport call: a CQ this QP pushed into overran, so the QP
   // moves to ERR with IBV_EVENT_QP_FATAL (IBA 11.6.3.1).
   void check_fatal_locked();
+  // Removes this QP's completions from its CQs (RESET and destroy, as mlx5 does).
+  void purge_completions();
   // Both locks a transport call needs: the QP's and its SRQ's (if any), in that order.
   struct Guard;
 
