@@ -2,7 +2,8 @@
  * process: RDMA WRITE and READ into an implicit on-demand MR at heap and stack addresses, a READ
  * of an unmapped address answered with a remote access error (and the process alive),
  * ibv_advise_mr, the ODP caps and max_dm_size of ibv_query_device_ex, device memory written by
- * RDMA and read back with ibv_memcpy_from_dm, and ibv_resize_cq with completions queued.
+ * RDMA and read back with ibv_memcpy_from_dm, and ibv_resize_cq with completions queued and with
+ * UD sends just posted.
  * Run with UROCE_DEVICES="uroce0=127.0.3.8,uroce1=127.0.3.9". */
 #include <errno.h>
 #include <infiniband/verbs.h>
@@ -296,7 +297,7 @@ static void check_resize(struct end* a) {
   }
   qa.qp_state = IBV_QPS_ERR;
   CHECK(ibv_modify_qp(qp, &qa, IBV_QP_STATE) == 0);
-  usleep(20000);
+  /* No wait: the resize counts the flushes the NIC owes for the QP just moved to ERR. */
   CHECK(ibv_resize_cq(cq, 2) == EINVAL); /* fewer than the three queued */
   CHECK(ibv_resize_cq(cq, 0) == EINVAL);
   CHECK(ibv_resize_cq(cq, 100) == 0 && cq->cqe == 128);
@@ -310,6 +311,59 @@ static void check_resize(struct end* a) {
   CHECK(ibv_destroy_cq(cq) == 0);
 }
 
+/* pyverbs' test_resize_cq: signaled UD sends posted and the CQ shrunk at once. A hardware NIC has
+ * completed them by then; uroce's resize runs the progress passes they wait for first. More sends
+ * than one pass's packet budget, so the pass a post runs inline cannot have finished them. */
+static void check_resize_after_ud_sends(struct end* a) {
+  enum { kSends = 600 };
+  struct ibv_cq* cq = ibv_create_cq(a->ctx, 1024, NULL, NULL, 0);
+  CHECK(cq != NULL);
+  if (!cq) return;
+  struct ibv_qp_init_attr ia = {
+      .send_cq = cq,
+      .recv_cq = cq,
+      .qp_type = IBV_QPT_UD,
+      .cap = {.max_send_wr = kSends, .max_recv_wr = 1, .max_send_sge = 1, .max_recv_sge = 1}};
+  struct ibv_qp* qp = ibv_create_qp(a->pd, &ia);
+  CHECK(qp != NULL);
+  if (!qp) return;
+  struct ibv_qp_attr qa = {.qp_state = IBV_QPS_INIT, .port_num = 1, .qkey = 0x11111111};
+  CHECK(ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY) == 0);
+  qa.qp_state = IBV_QPS_RTR;
+  CHECK(ibv_modify_qp(qp, &qa, IBV_QP_STATE) == 0);
+  qa.qp_state = IBV_QPS_RTS;
+  qa.sq_psn = 0;
+  CHECK(ibv_modify_qp(qp, &qa, IBV_QP_STATE | IBV_QP_SQ_PSN) == 0);
+  /* To this device's own address and a QP number nobody has: the receiver drops them. */
+  struct ibv_ah_attr aa = {.is_global = 1, .port_num = 1, .grh = {.dgid = a->gid, .hop_limit = 64}};
+  struct ibv_ah* ah = ibv_create_ah(a->pd, &aa);
+  CHECK(ah != NULL);
+  if (!ah) return;
+  struct ibv_sge sge = {.addr = (uintptr_t)a->buf, .length = 8, .lkey = a->mr->lkey};
+  static struct ibv_send_wr wrs[kSends];
+  for (int i = 0; i < kSends; ++i) {
+    wrs[i] = (struct ibv_send_wr){.wr_id = (uint64_t)i,
+                                  .next = i + 1 < kSends ? &wrs[i + 1] : NULL,
+                                  .sg_list = &sge,
+                                  .num_sge = 1,
+                                  .opcode = IBV_WR_SEND,
+                                  .send_flags = IBV_SEND_SIGNALED,
+                                  .wr.ud = {.ah = ah, .remote_qpn = 0xabcde, .remote_qkey = 1}};
+  }
+  struct ibv_send_wr* bad = NULL;
+  CHECK(ibv_post_send(qp, &wrs[0], &bad) == 0);
+  CHECK(ibv_resize_cq(cq, kSends - 1) == EINVAL); /* all kSends are queued */
+  struct ibv_wc wc[64];
+  int polled = 0, ok = 0;
+  for (int n; (n = ibv_poll_cq(cq, 64, wc)) > 0; polled += n)
+    for (int i = 0; i < n; ++i)
+      ok += wc[i].status == IBV_WC_SUCCESS && wc[i].wr_id == (uint64_t)(polled + i);
+  CHECK(polled == kSends && ok == kSends);
+  CHECK(ibv_destroy_qp(qp) == 0);
+  CHECK(ibv_destroy_ah(ah) == 0);
+  CHECK(ibv_destroy_cq(cq) == 0);
+}
+
 int main(void) {
   struct end a, b;
   if (setup_end(&a, "uroce0") || setup_end(&b, "uroce1")) return 1;
@@ -319,6 +373,7 @@ int main(void) {
   check_qp_takes_mr_access_flags(&b);
   check_dm(&a, &b);
   check_resize(&a);
+  check_resize_after_ud_sends(&a);
   CHECK(ibv_close_device(a.ctx) == 0);
   CHECK(ibv_close_device(b.ctx) == 0);
   free(a.buf);

@@ -889,10 +889,14 @@ UROCE_IBV_EXPORT int ibv_destroy_cq(ibv_cq* cq) {
 }
 
 // rdma-core's providers: at least `cqe` entries, never fewer than are queued (EINVAL); cq->cqe
-// says the depth it got.
+// says the depth it got. A hardware NIC has completed just-posted UD sends by the time its
+// resize command runs; here they wait for progress passes, so those run first (pyverbs'
+// test_resize_cq posts sends and shrinks at once, and failed when the progress thread was
+// mid-pass).
 UROCE_IBV_EXPORT int ibv_resize_cq(ibv_cq* cq, int cqe) {
   if (!cq || cqe <= 0) return EINVAL;
   Cq* c = from(cq);
+  c->runtime->settle();
   if (int rc = c->impl->resize(static_cast<uint32_t>(cqe))) return rc;
   cq->cqe = static_cast<int>(c->impl->cqe());
   return 0;

@@ -108,6 +108,15 @@ void dump_live_runtimes_at_exit() {
 
 }  // namespace
 
+void Runtime::settle() {
+  // Bounded: a device that always has work due (a flood arriving) must not hold the caller.
+  constexpr int kMaxSettlePasses = 64;
+  api::ProgressEngine& engine = nic_->engine();
+  for (int i = 0; i < kMaxSettlePasses; ++i) {
+    if (engine.pump() > api::ProgressEngine::now_ns()) return;
+  }
+}
+
 void Runtime::write_stats() {
   const char* path = stats_path();
   if (path == nullptr || stats_written_.exchange(true)) return;

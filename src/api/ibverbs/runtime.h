@@ -44,6 +44,11 @@ class Runtime {
   // The program armed a CQ for events: it may block, so the thread takes packets again.
   void app_stopped_polling() { nic_->engine().app_stopped_polling(); }
   void app_polled() { nic_->engine().app_polled(); }
+  // Full passes on the calling thread (after any pass in progress elsewhere) until the device has
+  // nothing due now (a bounded number): for a control call whose answer depends on what
+  // the NIC has done with work already handed to it. Work that waits on the wire (an RC message's
+  // ACK) stays pending.
+  void settle();
   // Wakes the progress thread (cheap when it is already awake).
   void kick() { nic_->engine().kick(); }
 
