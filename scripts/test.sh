@@ -4,6 +4,7 @@
 #                  10,000 seeds of each seeded-simulation test;
 #   build/asan:    AddressSanitizer + UndefinedBehaviorSanitizer: every test but those labelled
 #                  `slow` (long end-to-end runs of perftest and namespaces, timing-bound under ASan);
+#                  the GoogleTest files themselves without UBSan's checks (cmake/warnings.cmake);
 #   build/tsan:    ThreadSanitizer over the threaded parts (CQ, MR deregistration and window
 #                  deallocation against a progress pass, the progress engine, the out-of-band
 #                  exchange, the CM's calls and event thread);
