@@ -11,6 +11,7 @@
 #include <optional>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "api/ibverbs/config.h"
 
@@ -19,6 +20,9 @@ namespace {
 
 std::mutex runtimes_mu;
 std::map<const Device*, std::weak_ptr<Runtime>> runtimes;
+// Runtimes a forked child found from its parent and replaced (acquire()): their engine thread did
+// not survive the fork, so their destructor, which joins it, must never run here.
+std::vector<std::shared_ptr<Runtime>>* inherited_runtimes = nullptr;
 
 // How long the progress thread keeps polling after the last packet before it sleeps in ppoll,
 // while no application thread of the process polls (the engine never spins beside one): long
@@ -173,9 +177,21 @@ verbs::DeviceConfig Runtime::verbs_config(const Device& d) {
 Result<std::shared_ptr<Runtime>> Runtime::acquire(Device* device) {
   std::lock_guard lock(runtimes_mu);
   if (auto it = runtimes.find(device); it != runtimes.end()) {
-    if (auto rt = it->second.lock()) return rt;
+    if (auto rt = it->second.lock()) {
+      // A process forked from one that had the device open finds the parent's runtime: its
+      // socket, whose packets the parent's thread still takes, and no thread of its own, so a
+      // program that waits for a completion event waits for ever (pyverbs' rdmacm tests fork
+      // their players from a runner that keeps the device open). On a shared address the child
+      // can be a process of its own, with its own socket and slot; alone on an address it keeps
+      // the inherited runtime, since the parent holds the address.
+      if (rt->pid_ == getpid() || !shared_address_from_env()) return rt;
+      if (inherited_runtimes == nullptr)
+        inherited_runtimes = new std::vector<std::shared_ptr<Runtime>>();  // never freed
+      inherited_runtimes->push_back(std::move(rt));
+    }
   }
   std::shared_ptr<Runtime> rt(new Runtime());
+  rt->pid_ = getpid();
   api::NicOptions o;
   auto kind = link_kind_from_env();
   if (!kind) return Err(kind.error());

@@ -8,6 +8,8 @@
 // use (so ibv_devinfo never binds a socket). The last context to let go stops the thread.
 //
 // Threading: kick() from any thread; device() objects follow verbs/device.h's rules.
+#include <sys/types.h>
+
 #include <atomic>
 #include <cstdint>
 #include <memory>
@@ -63,6 +65,7 @@ class Runtime {
   Runtime() = default;
 
   std::unique_ptr<api::Nic> nic_;  // link, device and progress engine
+  pid_t pid_ = 0;                  // the process that opened it (acquire() after a fork)
   std::string name_;               // the device's configured name
   std::atomic<bool> stats_written_{false};
 };
