@@ -97,7 +97,7 @@ bool ProgressEngine::app_driving(Nanos drove, Nanos now) const {
          (now < drove || now - drove < options_.app_driving_ns);
 }
 
-void ProgressEngine::drive(bool app_polls) {
+bool ProgressEngine::drive(bool app_polls) {
   const bool polling = app_polls && options_.app_driving_ns > 0;
   Nanos now = now_ns();
   // A thread that went to sleep before the application started polling waits on the socket too:
@@ -109,19 +109,28 @@ void ProgressEngine::drive(bool app_polls) {
     // thread's last pass before sleeping a magnet for kicks (an eventfd write per failed poll,
     // then a wake-up and another pass), docs/performance.md, "The drop-in path".
     if (!app_polls) kick();
-    return;
+    return false;
   }
   now = now_ns();
   // After a post, send only: what has arrived is for the caller's next poll (or the thread), and
   // a receive call right after a send seldom finds anything yet.
   const Nanos next =
       pass(now, app_polls ? verbs::Device::PassScope::kFull : verbs::Device::PassScope::kSendOnly);
+  const bool acks_kept = dev_.acks_kept_by_last_pass();
   mu_.unlock();
   inline_passes_.fetch_add(1, std::memory_order_relaxed);
   // Work left for now (a budget spent, responses a transmit-first pass left behind) goes to the
   // polling caller's next call; otherwise to the thread, as does a timer earlier than its wait.
   const Nanos asleep_until = sleep_until_.load();
   if ((next <= now && !polling) || (next > now && asleep_until != 0 && next < asleep_until)) kick();
+  return acks_kept;
+}
+
+void ProgressEngine::receive_kept() {
+  if (!mu_.try_lock()) return;
+  pass(now_ns(), verbs::Device::PassScope::kReceiveOnly);
+  mu_.unlock();
+  inline_passes_.fetch_add(1, std::memory_order_relaxed);
 }
 
 bool ProgressEngine::posted(uint32_t packets_in_flight) {

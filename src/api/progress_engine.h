@@ -93,7 +93,12 @@ class ProgressEngine {
   // the one it sleeps until). `app_polls`: the caller is an application thread polling for
   // completions, which will call again soon; work a pass left then waits for that call (or for the
   // thread, within app_driving_ns) instead of waking the thread.
-  void drive(bool app_polls = false);
+  // Returns whether the pass it ran kept ACKs for the next (verbs::Device::acks_kept_by_last_pass).
+  bool drive(bool app_polls = false);
+  // After drive() said so: a pass that hands up the ACKs kept, and transmits nothing (what is
+  // queued leaves with the caller's next post, as it would have after one full pass). Nothing if
+  // another thread is in a pass (it takes them).
+  void receive_kept();
   // After a post into a QP that had `packets_in_flight` request packets unacknowledged: drive(),
   // or nothing while that pipe is full and an application thread polls
   // (ProgressOptions::post_batch_packets). Returns whether it left the post to the next poll.

@@ -38,6 +38,14 @@ class Link : public wire::PacketSink {
   // Receives up to `budget` packets, calling `handler` for each valid one. Returns the number of
   // packets taken off the wire (valid or not). Never blocks.
   virtual size_t poll(const RxHandler& handler, size_t budget) = 0;
+  // Called by poll()'s handler: if the next packet this link has read but not yet handed up is an
+  // ACK or NAK, poll() returns after the packet being handled and keeps the rest for the next
+  // poll (no system call needed then), and this says true; otherwise false and nothing changes.
+  // A device whose caller polls between passes uses it after a packet that completed a receive:
+  // in a ping-pong the ACK of the last message arrives right behind the reply (udp_link.cpp puts
+  // requests first), and handling it before the pass returns only delays the reply's completion.
+  // A link that reads one packet at a time has nothing to defer.
+  virtual bool defer_acks_behind_this_packet() { return false; }
   // A file descriptor that becomes readable when packets arrive, for blocking waits; -1 if none.
   virtual int wait_fd() const { return -1; }
   virtual const LinkCounters& counters() const = 0;

@@ -674,8 +674,13 @@ size_t UdpLink::poll(const RxHandler& handler, size_t budget) {
   // again at once would be a system call (a microsecond or more in a VM) that finds nothing,
   // and on a ping-pong it sits between the request and the reply. What arrives meanwhile waits
   // for the next poll.
-  bool drained = false;
-  while (taken < budget && !(drained && rx_next_ == rx_filled_)) {
+  // Packets a deferral kept are handed up without a receive call after them: the caller that
+  // deferred them is waiting for their completions, not for new packets (a ping-pong's next
+  // reply cannot have come yet), and the next poll makes that call.
+  bool drained = kept_by_deferral_;
+  kept_by_deferral_ = false;
+  end_poll_ = false;
+  while (taken < budget && !end_poll_ && !(drained && rx_next_ == rx_filled_)) {
     if (rx_next_ == rx_filled_) {
       rx_next_ = rx_filled_ = 0;
       rx_next_offset_ = 0;
@@ -706,8 +711,26 @@ size_t UdpLink::poll(const RxHandler& handler, size_t budget) {
     }
     taken += deliver(handler, budget - taken);
   }
-  if (!groups_.empty() && taken < budget) taken += poll_groups(handler, budget - taken);
+  if (!groups_.empty() && taken < budget && !end_poll_)
+    taken += poll_groups(handler, budget - taken);
   return taken;
+}
+
+bool UdpLink::defer_acks_behind_this_packet() {
+  if (delivering_len_ == 0) return false;  // not called from deliver()'s handler
+  const RxBuffer& b = rx_[rx_next_];
+  const uint8_t* next = nullptr;
+  if (rx_next_offset_ + delivering_len_ < b.len) {
+    next = b.data.data() + rx_next_offset_ + delivering_len_;  // the blob's next segment
+  } else if (rx_next_ + 1 < rx_filled_ && !rx_[rx_next_ + 1].truncated &&
+             rx_[rx_next_ + 1].len > 0) {
+    next = rx_[rx_next_ + 1].data.data();
+  }
+  // The first byte of a RoCEv2 datagram is the BTH's opcode; a packet that turns out malformed
+  // is counted when the next poll hands it up, as it would have been now.
+  if (next == nullptr || wire::opcode_info(*next).kind != wire::Kind::kAck) return false;
+  end_poll_ = kept_by_deferral_ = true;
+  return true;
 }
 
 // ---- Multicast groups ----------------------------------------------------------------------
@@ -819,7 +842,7 @@ int UdpLink::leave_group(const Gid& group) {
 // delivered for the next poll.
 size_t UdpLink::deliver(const RxHandler& handler, size_t budget) {
   size_t n = 0;
-  while (n < budget && rx_next_ < rx_filled_) {
+  while (n < budget && rx_next_ < rx_filled_ && !end_poll_) {
     RxBuffer& b = rx_[rx_next_];
     if (b.truncated) {
       // Bigger than any RoCE packet we could have sent (or a blob beyond our buffer).
@@ -834,9 +857,11 @@ size_t UdpLink::deliver(const RxHandler& handler, size_t budget) {
     // Segment k of a blob that one GSO send became (as on loopback) carries IP ID k.
     const uint32_t index =
         b.gso_size != 0 ? static_cast<uint32_t>(rx_next_offset_ / b.gso_size) : 0;
+    delivering_len_ = seg;
     handle_datagram(handler, b.data.data() + rx_next_offset_, seg, b,
                     static_cast<uint16_t>(std::min(index, kMaxGsoSegments - 1)), ip_bytes(local_),
                     gid_);
+    delivering_len_ = 0;
     ++n;
     rx_next_offset_ += seg;
     if (rx_next_offset_ >= b.len || seg == 0) {

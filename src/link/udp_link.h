@@ -93,6 +93,7 @@ class UdpLink final : public Link {
   void transmit(const wire::TxPacket& packet) override;
   void flush() override;
   size_t poll(const RxHandler& handler, size_t budget) override;
+  bool defer_acks_behind_this_packet() override;
   int wait_fd() const override { return epoll_fd_ >= 0 ? epoll_fd_ : fd_; }
   const LinkCounters& counters() const override { return counters_; }
   // EOPNOTSUPP on an IPv6 link or for a GID that is not an IPv4 multicast group in the form
@@ -175,9 +176,12 @@ class UdpLink final : public Link {
   // The packet being handed up (handle_datagram), kept so that parsing it does not build a new
   // one per packet.
   wire::TransportPacket rx_parsed_;
-  size_t rx_filled_ = 0;       // datagrams from the last recvmmsg
-  size_t rx_next_ = 0;         // the next one to deliver
-  size_t rx_next_offset_ = 0;  // within a GRO blob, the next segment's offset
+  size_t rx_filled_ = 0;           // datagrams from the last recvmmsg
+  size_t rx_next_ = 0;             // the next one to deliver
+  size_t rx_next_offset_ = 0;      // within a GRO blob, the next segment's offset
+  size_t delivering_len_ = 0;      // while deliver() hands up a segment: its length (else 0)
+  bool end_poll_ = false;          // defer_acks_behind_this_packet() said yes during this poll
+  bool kept_by_deferral_ = false;  // and the packets after it wait in rx_ for the next poll
 
   // One entry per IPv4 identification (GSO segment index), each kept for one destination and
   // datagram length: a stream of full-MTU packets to one peer finds its entry every time, and

@@ -231,26 +231,28 @@ Nanos Device::transmit_gsi(Nanos now) {
   });
 }
 
-void Device::deliver(const wire::RxPacket& packet, Nanos now) {
+bool Device::deliver(const wire::RxPacket& packet, Nanos now) {
   if (packet.hdr == nullptr) {
     rx_drop_unknown_qpn_.fetch_add(1, std::memory_order_relaxed);
-    return;
+    return false;
   }
   if (packet.hdr->bth.dest_qp == wire::kGsiQpn) {
     deliver_gsi(packet, now);
-    return;
+    return false;
   }
   if (packet.hdr->bth.dest_qp == kMulticastQpn) {
     deliver_multicast(packet, now);
-    return;
+    return false;
   }
   auto it = qps_.find(packet.hdr->bth.dest_qp);
   if (it == qps_.end()) {
     rx_drop_unknown_qpn_.fetch_add(1, std::memory_order_relaxed);
-    return;
+    return false;
   }
-  if (it->second->receive(packet, now) == QueuePair::Delivery::kWrongState)
+  const QueuePair::Delivery d = it->second->receive(packet, now);
+  if (d == QueuePair::Delivery::kWrongState)
     rx_drop_qp_state_.fetch_add(1, std::memory_order_relaxed);
+  return d == QueuePair::Delivery::kCompletedReceive;
 }
 
 // IBA 10.5.2.3 / 9.6.1.1: a datagram to QPN 0xFFFFFF goes to every QP of the port attached to
@@ -433,11 +435,24 @@ Nanos Device::progress(Nanos now, size_t budget, PassScope scope) {
   // and lets the ACK of the message it answers share the reply's send call (the link puts the
   // reply first). The pass then returns `now`, so the caller does not sleep on an unsent ACK.
   size_t sent = 0, received = 0;
+  // A caller that posts and polls between passes gets a received message's completion without
+  // waiting for the ACKs read behind it (Link::defer_acks_behind_this_packet); they stay in the
+  // link for the next pass, which must then come at once.
+  bool acks_deferred = false;
+  acks_kept_ = false;
   auto receive = [&]() -> size_t {
     if (scope == PassScope::kSendOnly) return 0;
-    return link_.poll([this, now](const wire::RxPacket& p) { deliver(p, now); }, budget);
+    if (!config_.transmit_before_receive)
+      return link_.poll([this, now](const wire::RxPacket& p) { deliver(p, now); }, budget);
+    return link_.poll(
+        [this, now, &acks_deferred](const wire::RxPacket& p) {
+          if (deliver(p, now) && link_.defer_acks_behind_this_packet()) acks_deferred = true;
+        },
+        budget);
   };
-  if (config_.transmit_before_receive) {
+  if (scope == PassScope::kReceiveOnly) {
+    received = receive();
+  } else if (config_.transmit_before_receive) {
     sent = transmit_ready(now, budget);
     received = receive();
   } else {
@@ -447,7 +462,8 @@ Nanos Device::progress(Nanos now, size_t budget, PassScope scope) {
   // After the receive, so that a REQ that just arrived is answered in the same pass (each MAD
   // is flushed as it is sent).
   Nanos next = transmit_gsi(now);
-  if (received >= budget || sent >= budget) return now;
+  acks_kept_ = acks_deferred;
+  if (received >= budget || sent >= budget || acks_deferred) return now;
 
   // The QPs still ready are those a packet reached after their turn (transmit_before_receive)
   // and those that said they have work now but sent nothing: they say when themselves. Every

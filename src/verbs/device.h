@@ -125,8 +125,16 @@ class Device {
   // kSendOnly: timers and transmit, without reading the link, for a caller that has just posted
   // and will look for what arrived on its next poll (the drop-in's ibv_post_send): the receive
   // system call of a pass per post is the one that seldom finds anything.
-  enum class PassScope : uint8_t { kFull, kSendOnly };
+  // kReceiveOnly: timers and the link's receive, without transmitting: for a caller that wants
+  // the packets a pass kept (acks_kept_by_last_pass()) and will post before anything is sent, so
+  // that what is queued (an ACK) leaves with what it posts, as after a full pass.
+  enum class PassScope : uint8_t { kFull, kSendOnly, kReceiveOnly };
   Nanos progress(Nanos now, size_t budget = kDefaultBudget, PassScope scope = PassScope::kFull);
+  // Whether the last pass returned after a received message's completion and kept the ACKs read
+  // behind it in the link (transmit_before_receive; link::Link::defer_acks_behind_this_packet):
+  // a caller looking for the completions those ACKs make runs another pass at once. Read by the
+  // thread that ran the pass, before another can start.
+  bool acks_kept_by_last_pass() const { return acks_kept_; }
   // Large enough that a pass sends a whole GSO-batched burst in one sendmmsg and pays one receive,
   // ACK flush and caller round per burst; smaller budgets cost WRITE bandwidth (measured:
   // docs/performance.md, "Tuning behind the code's constants").
@@ -179,7 +187,9 @@ class Device {
   // exclusive.
   void send_ready_before_destroy(QueuePair* qp);
   void post_to_all_contexts(const AsyncEvent& e);
-  void deliver(const wire::RxPacket& packet, Nanos now);
+  // Whether the packet completed a receive WQE.
+  bool deliver(const wire::RxPacket& packet, Nanos now);
+  bool acks_kept_ = false;  // by the last pass (acks_kept_by_last_pass())
   // The scheduler (qp_scheduler.h), under sched_mu_. mark_ready: `qp` may have work now (a post,
   // a modify, a packet); any deadline it had is forgotten. set_idle: `qp`, just visited, has no
   // work before `deadline` (kNever: none at all). Both are called with the QP's lock held, so a

@@ -168,11 +168,15 @@ class QueuePair::CountingSink : public transport::CompletionSink {
       if (c.status == WcStatus::kRnrRetryExcErr) qp_.rnr_nak_retry_err_.fetch_add(1);
     }
     if (cq_ == nullptr) return true;
-    if (cq_->push(c)) return true;
+    if (cq_->push(c)) {
+      ++pushed;
+      return true;
+    }
     overrun = true;
     return false;
   }
   bool overrun = false;  // guarded by the QP's lock, like every transport call
+  uint64_t pushed = 0;   // likewise
 
  private:
   QueuePair& qp_;
@@ -541,10 +545,11 @@ QueuePair::Delivery QueuePair::receive(const wire::RxPacket& packet, Nanos now) 
     rx_path_drops_.fetch_add(1, std::memory_order_relaxed);
     return Delivery::kWrongPath;
   }
+  const uint64_t received_before = recv_sink_->pushed;
   tqp_->receive(packet, now);
   check_fatal_locked();
   dev_.mark_ready(*this);  // an answer to send, a timer to move, WQEs to retire
-  return Delivery::kTaken;
+  return recv_sink_->pushed != received_before ? Delivery::kCompletedReceive : Delivery::kTaken;
 }
 
 size_t QueuePair::transmit(Nanos now, wire::PacketSink& sink, size_t budget) {

@@ -93,7 +93,8 @@ class QueuePair {
   // The progress engine's calls (Device::progress), each under the QP's locks. receive() says
   // whether the QP took the packet: RESET and INIT silently drop packets (IBA 10.3.1), and a
   // connected QP drops what did not come along its path (see on_path()).
-  enum class Delivery : uint8_t { kTaken, kWrongState, kWrongPath };
+  // kCompletedReceive: taken, and it completed a receive WQE (a CQE on the receive CQ).
+  enum class Delivery : uint8_t { kTaken, kCompletedReceive, kWrongState, kWrongPath };
   Delivery receive(const wire::RxPacket& packet, Nanos now);
   // RC, UC and both XRC halves (connected: an initiator talks to one target QP and back) take
   // requests and responses only from their path: the IP source must be the remote GID of the

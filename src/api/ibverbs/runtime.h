@@ -40,7 +40,9 @@ class Runtime {
   // thread if no other thread is in one, else makes sure the progress thread looks again. Doing
   // the NIC's work on the thread that is waiting for it keeps the data path free of thread
   // wake-ups, which cost milliseconds on a loaded machine (a scheduler tick).
-  void drive(bool app_polls = false) { nic_->engine().drive(app_polls); }
+  // Returns whether the pass kept ACKs for the next one (ProgressEngine::drive).
+  bool drive(bool app_polls = false) { return nic_->engine().drive(app_polls); }
+  void receive_kept() { nic_->engine().receive_kept(); }
   // After work was posted to `qp`: drive(), unless its pipe is full and a program thread polls.
   void posted(const verbs::QueuePair& qp) { nic_->engine().posted(qp.packets_in_flight_at_post()); }
   // The program armed a CQ for events: it may block, so the thread takes packets again.
