@@ -7,6 +7,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <thread>
 
@@ -90,6 +91,33 @@ TEST(AbiFork, AChildOnASharedAddressGetsANicOfItsOwn) {
   }
   ASSERT_TRUE(WIFEXITED(status));
   EXPECT_EQ(WEXITSTATUS(status), 0) << "16: no completion event; 1x: a verb failed";
+}
+
+// Alone on an address the child cannot have a NIC of its own (the parent holds the address), and
+// the parent's has no progress thread in it: opening the device is refused with EADDRINUSE (and a
+// line saying why), not left to lose packets and wait for ever.
+TEST(AbiFork, AChildAloneOnTheParentsAddressIsRefused) {
+  unsetenv("UROCE_SHARED_ADDRESS");
+  End parent;
+  open_end(parent, "uroce0");
+  ASSERT_FALSE(HasFatalFailure());
+  const pid_t child = fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    errno = 0;
+    ibv_context* ctx = open_device("uroce0");
+    if (ctx == nullptr) _exit(errno == EADDRINUSE ? 0 : 20);
+    ibv_pd* pd = ibv_alloc_pd(ctx);
+    _exit(pd == nullptr && errno == EADDRINUSE ? 0 : 21);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "20: open failed with another errno; 21: no EADDRINUSE";
+  // The parent's own objects are untouched.
+  ibv_pd* pd = ibv_alloc_pd(parent.ctx);
+  ASSERT_NE(pd, nullptr);
+  EXPECT_EQ(ibv_dealloc_pd(pd), 0);
 }
 
 }  // namespace

@@ -182,9 +182,17 @@ Result<std::shared_ptr<Runtime>> Runtime::acquire(Device* device) {
       // socket, whose packets the parent's thread still takes, and no thread of its own, so a
       // program that waits for a completion event waits for ever (pyverbs' rdmacm tests fork
       // their players from a runner that keeps the device open). On a shared address the child
-      // can be a process of its own, with its own socket and slot; alone on an address it keeps
-      // the inherited runtime, since the parent holds the address.
-      if (rt->pid_ == getpid() || !shared_address_from_env()) return rt;
+      // can be a process of its own, with its own socket and slot. Alone on an address it cannot
+      // (the parent holds the address): it is told so, rather than left to lose packets to the
+      // parent and wait for events no thread of its own will signal.
+      if (rt->pid_ == getpid()) return rt;
+      if (!shared_address_from_env()) {
+        std::fprintf(stderr,
+                     "uroce: %s is open in process %d, which this one was forked from; "
+                     "UROCE_SHARED_ADDRESS=1 (docs/udp-link.md) lets both use its address\n",
+                     device->config->name.c_str(), static_cast<int>(rt->pid_));
+        return Err(EADDRINUSE);
+      }
       if (inherited_runtimes == nullptr)
         inherited_runtimes = new std::vector<std::shared_ptr<Runtime>>();  // never freed
       inherited_runtimes->push_back(std::move(rt));
