@@ -677,10 +677,9 @@ size_t UdpLink::poll(const RxHandler& handler, size_t budget) {
   // Packets a deferral kept are handed up without a receive call after them: the caller that
   // deferred them is waiting for their completions, not for new packets (a ping-pong's next
   // reply cannot have come yet), and the next poll makes that call.
-  bool drained = kept_by_deferral_;
-  kept_by_deferral_ = false;
-  end_poll_ = false;
-  while (taken < budget && !end_poll_ && !(drained && rx_next_ == rx_filled_)) {
+  bool drained = deferred_;
+  deferred_ = false;
+  while (taken < budget && !deferred_ && !(drained && rx_next_ == rx_filled_)) {
     if (rx_next_ == rx_filled_) {
       rx_next_ = rx_filled_ = 0;
       rx_next_offset_ = 0;
@@ -711,7 +710,7 @@ size_t UdpLink::poll(const RxHandler& handler, size_t budget) {
     }
     taken += deliver(handler, budget - taken);
   }
-  if (!groups_.empty() && taken < budget && !end_poll_)
+  if (!groups_.empty() && taken < budget && !deferred_)
     taken += poll_groups(handler, budget - taken);
   return taken;
 }
@@ -729,7 +728,7 @@ bool UdpLink::defer_acks_behind_this_packet() {
   // The first byte of a RoCEv2 datagram is the BTH's opcode; a packet that turns out malformed
   // is counted when the next poll hands it up, as it would have been now.
   if (next == nullptr || wire::opcode_info(*next).kind != wire::Kind::kAck) return false;
-  end_poll_ = kept_by_deferral_ = true;
+  deferred_ = true;
   return true;
 }
 
@@ -842,7 +841,7 @@ int UdpLink::leave_group(const Gid& group) {
 // delivered for the next poll.
 size_t UdpLink::deliver(const RxHandler& handler, size_t budget) {
   size_t n = 0;
-  while (n < budget && rx_next_ < rx_filled_ && !end_poll_) {
+  while (n < budget && rx_next_ < rx_filled_ && !deferred_) {
     RxBuffer& b = rx_[rx_next_];
     if (b.truncated) {
       // Bigger than any RoCE packet we could have sent (or a blob beyond our buffer).

@@ -176,12 +176,13 @@ class UdpLink final : public Link {
   // The packet being handed up (handle_datagram), kept so that parsing it does not build a new
   // one per packet.
   wire::TransportPacket rx_parsed_;
-  size_t rx_filled_ = 0;           // datagrams from the last recvmmsg
-  size_t rx_next_ = 0;             // the next one to deliver
-  size_t rx_next_offset_ = 0;      // within a GRO blob, the next segment's offset
-  size_t delivering_len_ = 0;      // while deliver() hands up a segment: its length (else 0)
-  bool end_poll_ = false;          // defer_acks_behind_this_packet() said yes during this poll
-  bool kept_by_deferral_ = false;  // and the packets after it wait in rx_ for the next poll
+  size_t rx_filled_ = 0;       // datagrams from the last recvmmsg
+  size_t rx_next_ = 0;         // the next one to deliver
+  size_t rx_next_offset_ = 0;  // within a GRO blob, the next segment's offset
+  size_t delivering_len_ = 0;  // while deliver() hands up a segment: its length (else 0)
+  // defer_acks_behind_this_packet() said yes: this poll ends, and what follows in rx_ waits for
+  // the next one (which then makes no receive call after it).
+  bool deferred_ = false;
 
   // One entry per IPv4 identification (GSO segment index), each kept for one destination and
   // datagram length: a stream of full-MTU packets to one peer finds its entry every time, and

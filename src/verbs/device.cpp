@@ -424,6 +424,7 @@ Nanos Device::progress(Nanos now, size_t budget, PassScope scope) {
   std::shared_lock quiesce(quiesce_);
   progress_passes_.fetch_add(1, std::memory_order_relaxed);
   last_pass_at_.store(now, std::memory_order_relaxed);
+  acks_kept_ = false;
   if (budget == 0) return now;
   if (port_state_.load() != static_cast<uint8_t>(PortState::kActive)) return kNever;
 
@@ -438,15 +439,13 @@ Nanos Device::progress(Nanos now, size_t budget, PassScope scope) {
   // A caller that posts and polls between passes gets a received message's completion without
   // waiting for the ACKs read behind it (Link::defer_acks_behind_this_packet); they stay in the
   // link for the next pass, which must then come at once.
-  bool acks_deferred = false;
-  acks_kept_ = false;
   auto receive = [&]() -> size_t {
     if (scope == PassScope::kSendOnly) return 0;
-    if (!config_.transmit_before_receive)
-      return link_.poll([this, now](const wire::RxPacket& p) { deliver(p, now); }, budget);
     return link_.poll(
-        [this, now, &acks_deferred](const wire::RxPacket& p) {
-          if (deliver(p, now) && link_.defer_acks_behind_this_packet()) acks_deferred = true;
+        [this, now](const wire::RxPacket& p) {
+          if (deliver(p, now) && config_.transmit_before_receive &&
+              link_.defer_acks_behind_this_packet())
+            acks_kept_ = true;
         },
         budget);
   };
@@ -462,8 +461,7 @@ Nanos Device::progress(Nanos now, size_t budget, PassScope scope) {
   // After the receive, so that a REQ that just arrived is answered in the same pass (each MAD
   // is flushed as it is sent).
   Nanos next = transmit_gsi(now);
-  acks_kept_ = acks_deferred;
-  if (received >= budget || sent >= budget || acks_deferred) return now;
+  if (received >= budget || sent >= budget || acks_kept_) return now;
 
   // The QPs still ready are those a packet reached after their turn (transmit_before_receive)
   // and those that said they have work now but sent nothing: they say when themselves. Every
