@@ -37,6 +37,8 @@ std::vector<verbs::Counter> Nic::counters() const {
                               {"link_rx_calls", u.rx_syscalls},
                               {"link_rx_empty_calls", u.rx_empty_syscalls},
                               {"link_rx_gro_blobs", u.rx_gro_blobs},
+                              {"link_rx_single_calls", u.rx_single_syscalls},
+                              {"link_tx_socket_defaults", u.tx_socket_defaults},
                           });
   }
   return all;

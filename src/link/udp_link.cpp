@@ -433,14 +433,20 @@ socklen_t fill_destination(sockaddr_storage& to, const Gid& dgid, bool v6) {
   return sizeof(sockaddr_in);
 }
 
+// Where the send goes by address: an IPv4 destination is the mapped GID's last four bytes.
+bool multicast_destination(const Gid& dgid, bool v6) {
+  return v6 ? dgid[0] == 0xff : (dgid[12] & 0xf0) == 0xe0;
+}
+
 struct alignas(cmsghdr) TxControl {
   std::array<uint8_t, CMSG_SPACE(sizeof(uint16_t)) + 2 * CMSG_SPACE(sizeof(int))> bytes;
 };
 
-// The TOS (or traffic class) of the send, its TTL (or hop limit) unless 0, and, for a GSO send,
-// its segment size. The messages are laid out back to back by hand (CMSG_NXTHDR may return null,
-// which the compiler cannot rule out).
-void write_control(msghdr& m, TxControl& control, bool v6, int tos, int ttl, uint16_t gso_size) {
+// The TOS (or traffic class) of the send and its TTL (or hop limit) where the socket does not
+// already apply them, and, for a GSO send, its segment size. The messages are laid out back to
+// back by hand (CMSG_NXTHDR may return null, which the compiler cannot rule out).
+void write_control(msghdr& m, TxControl& control, bool v6, int tos, int ttl, uint16_t gso_size,
+                   bool send_tos, bool send_ttl) {
   size_t len = 0;
   auto add = [&](int level, int type, const void* data, size_t size) {
     auto* c = reinterpret_cast<cmsghdr*>(control.bytes.data() + len);
@@ -450,15 +456,51 @@ void write_control(msghdr& m, TxControl& control, bool v6, int tos, int ttl, uin
     std::memcpy(CMSG_DATA(c), data, size);
     len += CMSG_SPACE(size);
   };
-  add(v6 ? IPPROTO_IPV6 : IPPROTO_IP, v6 ? IPV6_TCLASS : IP_TOS, &tos, sizeof tos);
-  // The kernel refuses a TTL of 0; an address handle's 0 means "the default".
-  if (ttl != 0) add(v6 ? IPPROTO_IPV6 : IPPROTO_IP, v6 ? IPV6_HOPLIMIT : IP_TTL, &ttl, sizeof ttl);
+  if (send_tos) add(v6 ? IPPROTO_IPV6 : IPPROTO_IP, v6 ? IPV6_TCLASS : IP_TOS, &tos, sizeof tos);
+  if (send_ttl) add(v6 ? IPPROTO_IPV6 : IPPROTO_IP, v6 ? IPV6_HOPLIMIT : IP_TTL, &ttl, sizeof ttl);
   if (gso_size != 0) add(IPPROTO_UDP, UDP_SEGMENT, &gso_size, sizeof gso_size);
-  m.msg_control = control.bytes.data();
+  m.msg_control = len != 0 ? control.bytes.data() : nullptr;
   m.msg_controllen = len;
 }
 
 }  // namespace
+
+// The kernel parses a send's control messages on every call and a socket option once, so the
+// TOS and TTL most sends use become the socket's. The socket's TTL applies to unicast only
+// (multicast sends use IP_MULTICAST_TTL), and a control message cannot ask for the default TTL
+// (the kernel refuses 0), so a send with TTL 0 puts the socket back on the default first.
+UdpLink::ControlNeeded UdpLink::control_needed(int tos, int ttl, bool multicast) {
+  const int socket_ttl = ttl == 0 ? -1 : ttl;
+  if (!multicast && ttl == 0 && socket_ttl_ != -1) set_socket_defaults(socket_tos_, -1);
+  ControlNeeded need{tos != socket_tos_, ttl != 0 && (multicast || socket_ttl != socket_ttl_)};
+  if (multicast || (!need.tos && !need.ttl)) {
+    pending_sends_ = 0;
+    return need;
+  }
+  if (tos != pending_tos_ || socket_ttl != pending_ttl_) {
+    pending_tos_ = tos;
+    pending_ttl_ = socket_ttl;
+    pending_sends_ = 0;
+  }
+  if (++pending_sends_ < kSocketDefaultsAfter) return need;
+  pending_sends_ = 0;
+  set_socket_defaults(tos, socket_ttl);
+  return {tos != socket_tos_, ttl != 0 && socket_ttl != socket_ttl_};
+}
+
+void UdpLink::set_socket_defaults(int tos, int ttl) {
+  ++stats_.tx_socket_defaults;
+  // On failure the socket keeps what it had, which the members still say, and the control
+  // messages go on carrying the values.
+  if (ipv6_) {
+    if (::setsockopt(fd_, IPPROTO_IPV6, IPV6_TCLASS, &tos, sizeof tos) == 0) socket_tos_ = tos;
+    if (::setsockopt(fd_, IPPROTO_IPV6, IPV6_UNICAST_HOPS, &ttl, sizeof ttl) == 0)
+      socket_ttl_ = ttl;
+  } else {
+    if (::setsockopt(fd_, IPPROTO_IP, IP_TOS, &tos, sizeof tos) == 0) socket_tos_ = tos;
+    if (::setsockopt(fd_, IPPROTO_IP, IP_TTL, &ttl, sizeof ttl) == 0) socket_ttl_ = ttl;
+  }
+}
 
 // Computes the slot's ICRC into its tail and appends its iovecs (headers, payload, pad+ICRC).
 // The ICRC covers the IP header as the kernel will write it: identification `ip_id`.
@@ -583,8 +625,10 @@ void UdpLink::send_messages(size_t first, size_t count) {
     }
     if (options_.linearize) iovs[iov_used++] = {linear, bytes_of[n]};
     m.msg_iovlen = static_cast<size_t>(&iovs[iov_used] - m.msg_iov);
+    const ControlNeeded need =
+        control_needed(lead.tos, lead.ttl, multicast_destination(lead.dgid, ipv6_));
     write_control(m, controls[n], ipv6_, lead.tos, lead.ttl,
-                  segs > 1 ? static_cast<uint16_t>(lead.datagram_len()) : 0);
+                  segs > 1 ? static_cast<uint16_t>(lead.datagram_len()) : 0, need.tos, need.ttl);
     segs_of[n] = segs;
     k = j;
   }
@@ -683,9 +727,10 @@ size_t UdpLink::poll(const RxHandler& handler, size_t budget) {
     if (rx_next_ == rx_filled_) {
       rx_next_ = rx_filled_ = 0;
       rx_next_offset_ = 0;
-      const size_t want = std::min(rx_.size(), budget - taken);
+      const size_t want = rx_single_ ? 1 : std::min(rx_.size(), budget - taken);
       int r;
       ++stats_.rx_syscalls;
+      if (rx_single_) ++stats_.rx_single_syscalls;
       if (options_.mmsg) {
         r = ::recvmmsg(fd_, rx_msgs_.data(), static_cast<unsigned>(want), MSG_DONTWAIT, nullptr);
       } else {
@@ -695,6 +740,7 @@ size_t UdpLink::poll(const RxHandler& handler, size_t budget) {
       }
       if (r <= 0) {  // EAGAIN: nothing more now (other errors: try again next poll)
         ++stats_.rx_empty_syscalls;
+        rx_last_call_empty_ = true;
         break;
       }
       for (int i = 0; i < r; ++i) {
@@ -706,7 +752,16 @@ size_t UdpLink::poll(const RxHandler& handler, size_t budget) {
         reset_rx_header(static_cast<size_t>(i));
       }
       rx_filled_ = static_cast<size_t>(r);
-      drained = rx_filled_ < want;
+      if (rx_single_) {
+        // Whether more is queued is unknown; the next poll asks (for a batch if this call came
+        // right after another that found data).
+        drained = true;
+        rx_single_ = rx_last_call_empty_;
+      } else {
+        drained = rx_filled_ < want;
+        rx_single_ = rx_filled_ == 1 && rx_last_call_empty_;
+      }
+      rx_last_call_empty_ = false;
     }
     taken += deliver(handler, budget - taken);
   }

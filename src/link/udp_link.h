@@ -73,6 +73,8 @@ struct UdpLinkStats {
   uint64_t tx_syscalls = 0, tx_gso_sends = 0, tx_eagain_waits = 0;
   uint64_t rx_syscalls = 0, rx_gro_blobs = 0;
   uint64_t rx_empty_syscalls = 0;    // receive calls that found the socket empty
+  uint64_t rx_single_syscalls = 0;   // receive calls that asked for one datagram (see .h)
+  uint64_t tx_socket_defaults = 0;   // times the socket's TOS and TTL were set (see .h)
   uint64_t rx_icrc_gso_id = 0;       // IPv4 ICRCs that matched a GSO segment's IP ID (see .cpp)
   uint64_t tx_icrc_prefix_hits = 0;  // sends whose IP/UDP part of the ICRC was kept (see .cpp)
   uint64_t rx_group_datagrams = 0;   // datagrams read from multicast group sockets
@@ -122,6 +124,8 @@ class UdpLink final : public Link {
   static constexpr uint32_t kMaxDatagramBytes = 65507;
   static constexpr uint32_t kMaxMmsg = 64;  // messages per sendmmsg/recvmmsg
   static constexpr size_t kMaxGroups = 64;  // multicast groups joined at once (a socket each)
+  // Sends in a row with the same TOS and TTL after which the socket takes them (see below).
+  static constexpr uint32_t kSocketDefaultsAfter = 16;
 
  private:
   struct TxSlot;
@@ -183,6 +187,28 @@ class UdpLink final : public Link {
   // defer_acks_behind_this_packet() said yes: this poll ends, and what follows in rx_ waits for
   // the next one (which then makes no receive call after it).
   bool deferred_ = false;
+  // Receive calls ask for one datagram while traffic comes one datagram at a time (a call that
+  // found the socket empty, then one that found a single datagram): each further entry a
+  // recvmmsg asks for costs the kernel a message header's import even when nothing is queued,
+  // and on a ping-pong that sits between the request and the reply. Two calls in a row that
+  // find data go back to whole batches.
+  bool rx_single_ = false;
+  bool rx_last_call_empty_ = false;
+
+  // The socket's own TOS and TTL (IP_TOS, IP_TTL or their IPv6 forms), which a send that agrees
+  // with them needs no control message for; -1: not set. After kSocketDefaultsAfter sends in a
+  // row with the same other values the socket takes those (the kernel reads a control message
+  // per send, a setsockopt once).
+  int socket_tos_ = 0;
+  int socket_ttl_ = -1;  // the route's default
+  int pending_tos_ = -1, pending_ttl_ = -1;
+  uint32_t pending_sends_ = 0;
+  // Which of a send's TOS and TTL (0: the default) must go as control messages.
+  struct ControlNeeded {
+    bool tos, ttl;
+  };
+  ControlNeeded control_needed(int tos, int ttl, bool multicast);
+  void set_socket_defaults(int tos, int ttl);
 
   // One entry per IPv4 identification (GSO segment index), each kept for one destination and
   // datagram length: a stream of full-MTU packets to one peer finds its entry every time, and

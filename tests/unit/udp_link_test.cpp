@@ -690,6 +690,87 @@ TEST(UdpLink, AnExitHandlerCanStillSend) {
       ::testing::ExitedWithCode(0), "");
 }
 
+// A TOS and TTL that keep coming become the socket's own (no control message per send); sends
+// with other values, or with the default TTL, still leave with theirs.
+TEST(UdpLink, TheSocketTakesTheTosAndTtlThatKeepComingAndOthersStillGoOut) {
+  auto a = open_link(v4(44, 1)), b = open_link(v4(44, 2));
+  ASSERT_TRUE(a && b);
+  struct Shape {
+    uint8_t ttl;
+    bool ect;
+  };
+  std::vector<Shape> shapes(UdpLink::kSocketDefaultsAfter + 4, Shape{9, true});
+  shapes.push_back({0, true});   // the default TTL: the socket goes back to it
+  shapes.push_back({9, false});  // another TOS (Not-ECT)
+  shapes.push_back({9, true});
+  shapes.push_back({0, true});
+  int default_ttl = 64;
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_default_ttl", "r")) {
+    EXPECT_EQ(std::fscanf(f, "%d", &default_ttl), 1);
+    std::fclose(f);
+  }
+  for (uint32_t i = 0; i < shapes.size(); ++i) {
+    Outgoing out(wire::op::kRcSendOnly, i, 8, b->local_gid());
+    out.av.hop_limit = shapes[i].ttl;
+    out.tx.ect = shapes[i].ect;
+    a->transmit(out.tx);
+    a->flush();  // a send each
+    auto got = receive(*b, 1);
+    ASSERT_EQ(got.size(), 1u) << i;
+    EXPECT_EQ(got[0].hop_limit, shapes[i].ttl ? shapes[i].ttl : default_ttl) << i;
+    EXPECT_EQ(got[0].traffic_class, shapes[i].ect ? 26 << 2 | 2 : 26 << 2) << i;
+    // Taken at the kSocketDefaultsAfter-th send of the same values, given back at TTL 0.
+    const uint64_t changes = i + 1 < UdpLink::kSocketDefaultsAfter ? 0
+                             : i < shapes.size() - 4               ? 1
+                                                                   : 2;
+    EXPECT_EQ(a->stats().tx_socket_defaults, changes) << i;
+  }
+}
+
+// After a receive call that found the socket empty, the next asks for one datagram (a ping-pong
+// pays for every entry asked for); two calls in a row that find data go back to batches.
+TEST(UdpLink, AfterAnEmptyCallOneDatagramIsAskedForThenBatchesAgain) {
+  UdpLinkOptions plain;
+  plain.gso = plain.gro = false;  // a datagram per packet, so that calls count datagrams
+  auto a = open_link(v4(45, 1), plain), b = open_link(v4(45, 2), plain);
+  ASSERT_TRUE(a && b);
+  const auto noop = [](const wire::RxPacket&) {};
+  EXPECT_EQ(b->poll(noop, 64), 0u);  // empty
+  std::vector<std::unique_ptr<Outgoing>> sent;
+  auto send = [&](uint32_t n) {
+    for (uint32_t i = 0; i < n; ++i) {
+      sent.push_back(std::make_unique<Outgoing>(
+          wire::op::kRcSendOnly, static_cast<uint32_t>(sent.size()), 8, b->local_gid()));
+      a->transmit(sent.back()->tx);
+    }
+    a->flush();
+  };
+  std::vector<Received> got;
+  const auto keep = [&](const wire::RxPacket& p) {
+    got.push_back({*p.hdr,
+                   {p.payload.begin(), p.payload.end()},
+                   p.sgid,
+                   p.dgid,
+                   p.udp_src_port,
+                   p.ce,
+                   p.traffic_class,
+                   p.hop_limit});
+  };
+  send(1);
+  pollfd pfd{b->wait_fd(), POLLIN, 0};
+  ASSERT_EQ(::poll(&pfd, 1, 1000), 1);
+  EXPECT_EQ(b->poll(keep, 64), 1u);  // a batch call, after the empty one: one came
+  EXPECT_EQ(b->stats().rx_single_syscalls, 0u);
+  send(5);  // loopback queues them before the send call returns
+  ASSERT_EQ(::poll(&pfd, 1, 1000), 1);
+  EXPECT_EQ(b->poll(keep, 64), 1u);  // one asked for, one taken: this poll ends
+  EXPECT_EQ(b->stats().rx_single_syscalls, 1u);
+  EXPECT_EQ(b->poll(keep, 64), 4u);  // data twice in a row: a batch again
+  EXPECT_EQ(b->stats().rx_single_syscalls, 1u);
+  ASSERT_EQ(got.size(), sent.size());
+  for (size_t i = 0; i < got.size(); ++i) expect_same(*sent[i], got[i]);
+}
+
 TEST(UdpLink, BadTransmitsAreCountedNotSent) {
   auto a = open_link(v4(34, 1));
   ASSERT_TRUE(a);
