@@ -3,6 +3,7 @@
 #include <cerrno>
 
 #include "common/check.h"
+#include "common/ring_slot.h"
 
 namespace uroce::transport {
 
@@ -14,7 +15,7 @@ RecvQueue::RecvQueue(uint32_t max_wr, uint32_t max_sge)
 int RecvQueue::post(const RecvWr& wr) {
   if (wr.sg_list.size() > max_sge_) return EINVAL;
   if (size() == capacity()) return ENOMEM;
-  const size_t slot = tail_ % ring_.size();
+  const size_t slot = ring_slot(tail_, head_, head_slot_, capacity());
   Slot& w = ring_[slot];
   w.wr_id = wr.wr_id;
   w.num_sge = static_cast<uint32_t>(wr.sg_list.size());
@@ -29,7 +30,7 @@ int RecvQueue::post(const RecvWr& wr) {
 }
 
 RecvWqe RecvQueue::take(uint64_t pos) const {
-  const size_t slot = pos % ring_.size();
+  const size_t slot = ring_slot(pos, head_, head_slot_, capacity());
   const Slot& s = ring_[slot];
   RecvWqe w;
   w.wr_id = s.wr_id;
@@ -43,7 +44,7 @@ RecvWqe RecvQueue::take(uint64_t pos) const {
 std::optional<RecvWqe> RecvQueue::pop() {
   if (empty()) return std::nullopt;
   RecvWqe w = take(head_);
-  ++head_;
+  advance_head();
   if (limit_ != 0 && size() < limit_) {
     limit_ = 0;
     if (limit_hook_) limit_hook_();
@@ -55,7 +56,7 @@ void RecvQueue::drain(const std::function<void(const RecvWqe&)>& fn) {
   // Bounded by the ring's size: each step removes one WQE.
   while (!empty()) {
     const RecvWqe w = take(head_);
-    ++head_;
+    advance_head();
     fn(w);
   }
   UROCE_DCHECK(head_ == tail_);

@@ -9,6 +9,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/ring_slot.h"
 #include "transport/types.h"
 
 namespace uroce::transport {
@@ -32,7 +33,10 @@ class RecvQueue {
   std::optional<RecvWqe> pop();
   // Removes every WQE, oldest first, handing each to `fn` (flushing on the QP's move to ERR).
   void drain(const std::function<void(const RecvWqe&)>& fn);
-  void clear() { head_ = tail_ = 0; }
+  void clear() {
+    head_ = tail_ = 0;
+    head_slot_ = 0;
+  }
 
   uint32_t size() const { return static_cast<uint32_t>(tail_ - head_); }
   uint32_t capacity() const { return static_cast<uint32_t>(ring_.size()); }
@@ -53,11 +57,16 @@ class RecvQueue {
     uint32_t num_sge = 0;
   };
   RecvWqe take(uint64_t pos) const;
+  void advance_head() {
+    ++head_;
+    head_slot_ = next_ring_slot(head_slot_, capacity());
+  }
 
   std::vector<Slot> ring_;
   uint32_t max_sge_;
   std::vector<Sge> sges_;         // max_sge_ per slot
   uint64_t head_ = 0, tail_ = 0;  // absolute positions; slot = position % capacity
+  uint32_t head_slot_ = 0;        // the head's slot (common/ring_slot.h)
   uint32_t limit_ = 0;
   std::function<void()> limit_hook_;
 };

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/ring_slot.h"
 #include "transport/qp_context.h"
 
 namespace uroce::transport {
@@ -30,32 +31,43 @@ class ResponseRing {
   // Empties the ring and sizes it for `max_dest_rd_atomic` resources.
   void reset(uint32_t max_dest_rd_atomic) {
     ring_.assign(slots_for(max_dest_rd_atomic), Response{});
-    head_ = tail_ = 0;
+    clear();
   }
 
-  void clear() { head_ = tail_ = 0; }
+  void clear() {
+    head_ = tail_ = 0;
+    head_slot_ = 0;
+  }
   bool empty() const { return head_ == tail_; }
   // Appends `r`; false (and nothing queued) if the ring is full.
   bool push(const Response& r) {
     if (tail_ - head_ == ring_.size()) return false;
-    ring_[tail_++ % ring_.size()] = r;
+    ring_[slot(tail_++)] = r;
     return true;
   }
   // The last entry if it is an ACK (not a NAK) not yet sent, which a newer ACK or a NAK may
   // replace; nullptr otherwise.
   Response* pending_ack() {
     if (empty()) return nullptr;
-    Response& last = ring_[(tail_ - 1) % ring_.size()];
+    Response& last = ring_[slot(tail_ - 1)];
     return last.kind == Response::Kind::kAck && last.aeth.type() == wire::AckType::kAck ? &last
                                                                                         : nullptr;
   }
-  Response& front() { return ring_[head_ % ring_.size()]; }
-  const Response& front() const { return ring_[head_ % ring_.size()]; }
-  void pop() { ++head_; }
+  Response& front() { return ring_[head_slot_]; }
+  const Response& front() const { return ring_[head_slot_]; }
+  void pop() {
+    ++head_;
+    head_slot_ = next_ring_slot(head_slot_, static_cast<uint32_t>(ring_.size()));
+  }
 
  private:
+  uint32_t slot(uint64_t pos) const {
+    return ring_slot(pos, head_, head_slot_, static_cast<uint32_t>(ring_.size()));
+  }
+
   std::vector<Response> ring_;
   uint64_t head_ = 0, tail_ = 0;
+  uint32_t head_slot_ = 0;  // slot(head_)
 };
 
 }  // namespace uroce::transport

@@ -6,6 +6,7 @@
 
 #include "common/check.h"
 #include "common/psn.h"
+#include "common/ring_slot.h"
 #include "transport/types.h"
 
 namespace uroce::transport {
@@ -77,7 +78,10 @@ class SendQueue {
   uint64_t tail() const { return tail_; }
   uint32_t capacity() const { return static_cast<uint32_t>(ring_.size()); }
   uint32_t max_sge() const { return max_sge_; }
-  uint32_t slot(uint64_t pos) const { return static_cast<uint32_t>(pos % ring_.size()); }
+  uint32_t slot(uint64_t pos) const {
+    UROCE_DCHECK(pos >= head_ && pos - head_ <= ring_.size());
+    return ring_slot(pos, head_, head_slot_, capacity());
+  }
 
   SendWqe& at(uint64_t pos) {
     UROCE_DCHECK(pos >= head_ && pos < tail_);
@@ -98,14 +102,19 @@ class SendQueue {
   void pop() {
     UROCE_CHECK(!empty());
     ++head_;
+    head_slot_ = next_ring_slot(head_slot_, capacity());
   }
-  void clear() { head_ = tail_ = 0; }
+  void clear() {
+    head_ = tail_ = 0;
+    head_slot_ = 0;
+  }
 
  private:
   std::vector<SendWqe> ring_;
   uint32_t max_sge_;
   std::vector<Sge> sges_;  // max_sge_ per slot
   uint64_t head_ = 0, tail_ = 0;
+  uint32_t head_slot_ = 0;  // ring_slot(head_)
 };
 
 }  // namespace uroce::transport

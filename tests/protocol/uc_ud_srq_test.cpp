@@ -2,6 +2,7 @@
 // receive queues shared between QPs.
 #include "common/bytes.h"
 #include "pair.h"
+#include "transport/send_queue.h"
 
 namespace uroce::transport::test {
 namespace {
@@ -271,6 +272,46 @@ TEST(RecvQueueTest, BoundedFifoWithLimitHook) {
   EXPECT_EQ(rq.pop()->wr_id, 2u);
   EXPECT_EQ(fired, 1);
   EXPECT_FALSE(rq.pop().has_value());
+}
+
+// Positions map to slots from the head's slot (common/ring_slot.h), not by division: at a
+// capacity that is not a power of two, through many wraps and every fill level, each queue stays
+// FIFO and each WQE keeps its own SGEs.
+TEST(RingQueues, KeepOrderAndSgesAcrossManyWrapsAtAnOddCapacity) {
+  constexpr uint32_t kCap = 7;
+  RecvQueue rq(kCap, 2);
+  SendQueue sq(kCap, 2);
+  uint64_t next_in = 0, next_out = 0;
+  for (uint32_t round = 0; round < 50; ++round) {
+    const uint32_t fill = round % (kCap + 1);  // 0 .. capacity
+    while (rq.size() < fill) {
+      const Sge sg[2] = {{next_in, 1, 0}, {next_in * 3, 2, 0}};
+      ASSERT_EQ(rq.post(RecvWr{next_in, std::span<const Sge>(sg, 2)}), 0);
+      SendWqe& w = sq.push();
+      w.wr_id = next_in;
+      w.sge[0] = sg[0];
+      w.sge[1] = sg[1];
+      ++next_in;
+    }
+    if (fill == kCap) {
+      EXPECT_TRUE(sq.full());
+      const Sge sg[1] = {};
+      EXPECT_EQ(rq.post(RecvWr{99, std::span<const Sge>(sg, 1)}), ENOMEM);
+    }
+    for (uint64_t pos = sq.head(); pos < sq.tail(); ++pos)
+      EXPECT_EQ(sq.at(pos).wr_id, next_out + (pos - sq.head()));
+    while (rq.size() > fill / 2) {
+      const std::optional<RecvWqe> r = rq.pop();
+      ASSERT_TRUE(r.has_value());
+      EXPECT_EQ(r->wr_id, next_out);
+      EXPECT_EQ(r->sge[1].addr, next_out * 3);
+      EXPECT_EQ(sq.at(sq.head()).wr_id, next_out);
+      EXPECT_EQ(sq.at(sq.head()).sge[0].addr, next_out);
+      sq.pop();
+      ++next_out;
+    }
+  }
+  EXPECT_GT(next_out, 10u * kCap);  // wrapped many times
 }
 
 TEST(Srq, TwoQpsConsumeOneSharedQueueAndErrDoesNotFlushIt) {
