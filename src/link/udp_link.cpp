@@ -466,12 +466,15 @@ void write_control(msghdr& m, TxControl& control, bool v6, int tos, int ttl, uin
 }  // namespace
 
 // The kernel parses a send's control messages on every call and a socket option once, so the
-// TOS and TTL most sends use become the socket's. The socket's TTL applies to unicast only
-// (multicast sends use IP_MULTICAST_TTL), and a control message cannot ask for the default TTL
-// (the kernel refuses 0), so a send with TTL 0 puts the socket back on the default first.
+// TOS and TTL most sends use become the socket's. The socket changes only between sendmmsg calls
+// (the messages of a call were built for what the socket applied when they were built): a
+// run of kSocketDefaultsAfter messages with the same values marks them to be taken after the
+// call. The socket's TTL applies to unicast only (multicast sends use IP_MULTICAST_TTL).
 UdpLink::ControlNeeded UdpLink::control_needed(int tos, int ttl, bool multicast) {
   const int socket_ttl = ttl == 0 ? -1 : ttl;
-  if (!multicast && ttl == 0 && socket_ttl_ != -1) set_socket_defaults(socket_tos_, -1);
+  // A TTL of 0 (the default) cannot go as a control message (the kernel refuses 0):
+  // send_messages() put the socket back on the default before building any message.
+  UROCE_DCHECK(multicast || ttl != 0 || socket_ttl_ == -1);
   ControlNeeded need{tos != socket_tos_, ttl != 0 && (multicast || socket_ttl != socket_ttl_)};
   if (multicast || (!need.tos && !need.ttl)) {
     pending_sends_ = 0;
@@ -482,10 +485,8 @@ UdpLink::ControlNeeded UdpLink::control_needed(int tos, int ttl, bool multicast)
     pending_ttl_ = socket_ttl;
     pending_sends_ = 0;
   }
-  if (++pending_sends_ < kSocketDefaultsAfter) return need;
-  pending_sends_ = 0;
-  set_socket_defaults(tos, socket_ttl);
-  return {tos != socket_tos_, ttl != 0 && socket_ttl != socket_ttl_};
+  if (pending_sends_ < kSocketDefaultsAfter) ++pending_sends_;
+  return need;
 }
 
 void UdpLink::set_socket_defaults(int tos, int ttl) {
@@ -598,6 +599,15 @@ void UdpLink::send_messages(size_t first, size_t count) {
     if (need > tx_linear_.size()) tx_linear_.resize(need);  // bounded: the queue's datagrams
   }
 
+  // A message with the default TTL needs the socket on it (see control_needed()).
+  if (socket_ttl_ != -1) {
+    for (size_t k = first; k < first + count; ++k)
+      if (tx_[k].ttl == 0 && !multicast_destination(tx_[k].dgid, ipv6_)) {
+        set_socket_defaults(socket_tos_, -1);
+        break;
+      }
+  }
+
   size_t n = 0;
   for (size_t k = first; k < first + count; ++n) {
     UROCE_CHECK(n < kMaxMmsg);
@@ -647,6 +657,10 @@ void UdpLink::send_messages(size_t first, size_t count) {
       counters_.tx_errors += segs_of[done];
       ++done;
     }
+  }
+  if (pending_sends_ >= kSocketDefaultsAfter) {
+    pending_sends_ = 0;
+    set_socket_defaults(pending_tos_, pending_ttl_);
   }
 }
 

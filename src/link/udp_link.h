@@ -196,13 +196,13 @@ class UdpLink final : public Link {
   bool rx_last_call_empty_ = false;
 
   // The socket's own TOS and TTL (IP_TOS, IP_TTL or their IPv6 forms), which a send that agrees
-  // with them needs no control message for; -1: not set. After kSocketDefaultsAfter sends in a
-  // row with the same other values the socket takes those (the kernel reads a control message
-  // per send, a setsockopt once).
+  // with them needs no control message for. After kSocketDefaultsAfter messages in a row with
+  // the same other values the socket takes those once the sendmmsg call is done (the kernel
+  // reads a control message per send, a setsockopt once).
   int socket_tos_ = 0;
-  int socket_ttl_ = -1;  // the route's default
+  int socket_ttl_ = -1;  // -1: the route's default
   int pending_tos_ = -1, pending_ttl_ = -1;
-  uint32_t pending_sends_ = 0;
+  uint32_t pending_sends_ = 0;  // messages in a row with pending_tos_ and pending_ttl_
   // Which of a send's TOS and TTL (0: the default) must go as control messages.
   struct ControlNeeded {
     bool tos, ttl;

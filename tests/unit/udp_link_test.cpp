@@ -727,6 +727,51 @@ TEST(UdpLink, TheSocketTakesTheTosAndTtlThatKeepComingAndOthersStillGoOut) {
   }
 }
 
+// The socket changes only between send calls: messages built for what it applied leave with
+// that, although the same call carries the run that makes the socket take other values, and
+// a message with the default TTL in a call puts it back on the default before any is built.
+TEST(UdpLink, TheSocketsTosAndTtlChangeOnlyBetweenSendCalls) {
+  UdpLinkOptions one_each;
+  one_each.gso = false;  // a message per packet
+  auto a = open_link(v4(47, 1), one_each), b = open_link(v4(47, 2));
+  ASSERT_TRUE(a && b);
+  int default_ttl = 64;
+  if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_default_ttl", "r")) {
+    EXPECT_EQ(std::fscanf(f, "%d", &default_ttl), 1);
+    std::fclose(f);
+  }
+  struct Shape {
+    uint8_t ttl;
+    bool ect;
+  };
+  auto send_and_check = [&](const std::vector<Shape>& shapes) {
+    std::vector<std::unique_ptr<Outgoing>> sent;
+    for (const Shape& sh : shapes) {
+      sent.push_back(std::make_unique<Outgoing>(
+          wire::op::kRcSendOnly, static_cast<uint32_t>(sent.size()), 8, b->local_gid()));
+      sent.back()->av.hop_limit = sh.ttl;
+      sent.back()->tx.ect = sh.ect;
+      a->transmit(sent.back()->tx);
+    }
+    a->flush();  // one sendmmsg
+    auto got = receive(*b, shapes.size());
+    ASSERT_EQ(got.size(), shapes.size());
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i].hop_limit, shapes[i].ttl ? shapes[i].ttl : default_ttl) << i;
+      EXPECT_EQ(got[i].traffic_class, shapes[i].ect ? 26 << 2 | 2 : 26 << 2) << i;
+    }
+  };
+  // Not-ECT with the default TTL first (the socket's TOS is 0, so that message carries its TOS),
+  // then a run that makes the socket take ECT(0) and TTL 9.
+  std::vector<Shape> first{{0, false}};
+  first.resize(1 + UdpLink::kSocketDefaultsAfter, Shape{9, true});
+  send_and_check(first);
+  EXPECT_EQ(a->stats().tx_socket_defaults, 1u);
+  // The socket now sends TTL 9: a call with TTL 9 before a default-TTL message.
+  send_and_check({{9, true}, {0, true}, {9, false}});
+  EXPECT_EQ(a->stats().tx_socket_defaults, 2u);
+}
+
 // After a receive call that found the socket empty, the next asks for one datagram (a ping-pong
 // pays for every entry asked for); two calls in a row that find data go back to batches.
 TEST(UdpLink, AfterAnEmptyCallOneDatagramIsAskedForThenBatchesAgain) {
