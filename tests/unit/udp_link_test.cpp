@@ -92,23 +92,20 @@ struct Received {
   uint8_t traffic_class, hop_limit;
 };
 
+Received received(const wire::RxPacket& p) {
+  return {*p.hdr,          {p.payload.begin(), p.payload.end()},
+          p.sgid,          p.dgid,
+          p.udp_src_port,  p.ce,
+          p.traffic_class, p.hop_limit};
+}
+
 // Polls until `want` packets arrived or a second passes, blocking on wait_fd() in between.
 std::vector<Received> receive(UdpLink& link, size_t want, size_t budget = 64) {
   std::vector<Received> got;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(1);
   while (got.size() < want && std::chrono::steady_clock::now() < deadline) {
-    const size_t n = link.poll(
-        [&](const wire::RxPacket& p) {
-          got.push_back({*p.hdr,
-                         {p.payload.begin(), p.payload.end()},
-                         p.sgid,
-                         p.dgid,
-                         p.udp_src_port,
-                         p.ce,
-                         p.traffic_class,
-                         p.hop_limit});
-        },
-        budget);
+    const size_t n =
+        link.poll([&](const wire::RxPacket& p) { got.push_back(received(p)); }, budget);
     EXPECT_LE(n, budget);
     if (n == 0) {
       pollfd pfd{link.wait_fd(), POLLIN, 0};
@@ -791,16 +788,7 @@ TEST(UdpLink, AfterAnEmptyCallOneDatagramIsAskedForThenBatchesAgain) {
     a->flush();
   };
   std::vector<Received> got;
-  const auto keep = [&](const wire::RxPacket& p) {
-    got.push_back({*p.hdr,
-                   {p.payload.begin(), p.payload.end()},
-                   p.sgid,
-                   p.dgid,
-                   p.udp_src_port,
-                   p.ce,
-                   p.traffic_class,
-                   p.hop_limit});
-  };
+  const auto keep = [&](const wire::RxPacket& p) { got.push_back(received(p)); };
   send(1);
   pollfd pfd{b->wait_fd(), POLLIN, 0};
   ASSERT_EQ(::poll(&pfd, 1, 1000), 1);
