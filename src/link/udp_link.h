@@ -73,8 +73,8 @@ struct UdpLinkStats {
   uint64_t tx_syscalls = 0, tx_gso_sends = 0, tx_eagain_waits = 0;
   uint64_t rx_syscalls = 0, rx_gro_blobs = 0;
   uint64_t rx_empty_syscalls = 0;    // receive calls that found the socket empty
-  uint64_t rx_single_syscalls = 0;   // receive calls that asked for one datagram (see .h)
-  uint64_t tx_socket_defaults = 0;   // times the socket's TOS and TTL were set (see .h)
+  uint64_t rx_single_syscalls = 0;   // receive calls that asked for one datagram (rx_single_)
+  uint64_t tx_socket_defaults = 0;   // times the socket took a TOS and TTL (socket_tos_)
   uint64_t rx_icrc_gso_id = 0;       // IPv4 ICRCs that matched a GSO segment's IP ID (see .cpp)
   uint64_t tx_icrc_prefix_hits = 0;  // sends whose IP/UDP part of the ICRC was kept (see .cpp)
   uint64_t rx_group_datagrams = 0;   // datagrams read from multicast group sockets
@@ -124,7 +124,7 @@ class UdpLink final : public Link {
   static constexpr uint32_t kMaxDatagramBytes = 65507;
   static constexpr uint32_t kMaxMmsg = 64;  // messages per sendmmsg/recvmmsg
   static constexpr size_t kMaxGroups = 64;  // multicast groups joined at once (a socket each)
-  // Sends in a row with the same TOS and TTL after which the socket takes them (see below).
+  // Messages in a row with the same TOS and TTL after which the socket takes them (socket_tos_).
   static constexpr uint32_t kSocketDefaultsAfter = 16;
 
  private:
