@@ -9,23 +9,27 @@
 namespace uroce::wire {
 namespace {
 
+// AVX-512 with VPCLMULQDQ: where crc32_copy() folds in one pass, and where ISA-L picks its own
+// AVX-512 CRC.
+bool detect_avx512_clmul() {
 #if defined(__x86_64__)
-bool detect_avx() {
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx");
-}
-const bool kAvx = detect_avx();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("vpclmulqdq");
+#else
+  return false;
 #endif
+}
 
-// ISA-L's AVX-512 CRC (the variant it picks where the CPU has VPCLMULQDQ) returns without a
-// vzeroupper, leaving the upper halves of the vector registers in use, and the SSE code after it
-// pays for that state: in profiles of a 64 KiB WRITE's receiver, the first SSE load after the
-// ICRC check carried about a sixth of the process's samples. Clearing the state is one
-// instruction per call.
+const bool kAvx512Clmul = detect_avx512_clmul();
+
+// ISA-L's AVX-512 CRC returns without a vzeroupper, leaving the upper halves of the vector
+// registers in use, and the SSE code after it pays for that state: in profiles of a 64 KiB
+// WRITE's receiver, the first SSE load after the ICRC check carried about a sixth of the
+// process's samples. Clearing the state is one instruction per call.
 uint32_t isal_crc32(uint32_t running, const uint8_t* bytes, size_t len) {
   const uint32_t crc = crc32_gzip_refl(running, bytes, len);
 #if defined(__x86_64__)
-  if (kAvx) asm volatile("vzeroupper");
+  if (kAvx512Clmul) asm volatile("vzeroupper");
 #endif
   return crc;
 }
@@ -125,26 +129,15 @@ UROCE_FUSED_TARGET size_t copy_fold(uint32_t state, uint8_t* dst, const uint8_t*
 }
 #endif
 
-bool detect_fused() {
-#if defined(__x86_64__)
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("vpclmulqdq");
-#else
-  return false;
-#endif
-}
-
-const bool kFused = detect_fused();
-
 }  // namespace
 
 bool crc32_copy_fused() {
-  return kFused;
+  return kAvx512Clmul;
 }
 
 uint32_t crc32_copy(uint32_t running, uint8_t* dst, std::span<const uint8_t> src) {
 #if defined(__x86_64__)
-  if (kFused && src.size() >= kFusedMin) {
+  if (kAvx512Clmul && src.size() >= kFusedMin) {
     // ISA-L's CRC keeps the state inverted (crc32_gzip_refl(r, ...) runs from ~r); the 64
     // folded bytes go through it from a zero state, and the tail after them continues.
     alignas(64) std::array<uint8_t, 64> folded;
