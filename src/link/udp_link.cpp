@@ -434,6 +434,8 @@ socklen_t fill_destination(sockaddr_storage& to, const Gid& dgid, bool v6) {
 }
 
 // Where the send goes by address: an IPv4 destination is the mapped GID's last four bytes.
+// (common/types.h's ipv4_multicast_group() also checks the mapping, which transmit() did
+// already; this runs per message.)
 bool multicast_destination(const Gid& dgid, bool v6) {
   return v6 ? dgid[0] == 0xff : (dgid[12] & 0xf0) == 0xe0;
 }
