@@ -8,6 +8,11 @@
  * Each round queues an event (ADDR_RESOLVED, which rdma_resolve_addr reports at once) while a
  * thread waits, and destroys the id and the channel right away, so the thread wakes either
  * before (it gets the event) or after them (the channel is gone under it).
+ * Then the calls that come after the destroy, as rping's event thread makes after its main
+ * thread destroyed the channel: rdma_get_cm_event, rdma_create_id and rdma_migrate_id on the
+ * destroyed channel fail with EBADF (the kernel's answer on the closed file), and a second
+ * rdma_destroy_event_channel frees nothing. ASan sees any touch of the freed channel.
+ *
  * Run with UROCE_DEVICES="uroce0=127.0.3.10". Exits non-zero on a failed check. */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -89,6 +94,28 @@ int main(void) {
     CHECK(rdma_destroy_id(id) == 0); /* waits for the event's ack if the thread got it */
     rdma_destroy_event_channel(w->channel);
   }
+  /* Calls on a channel after its destroy: a clear error, no touch of the freed memory. */
+  struct rdma_event_channel* gone = rdma_create_event_channel();
+  struct rdma_event_channel* other = rdma_create_event_channel();
+  struct rdma_cm_id* moving = NULL;
+  CHECK(gone != NULL && other != NULL);
+  CHECK(rdma_create_id(other, &moving, NULL, RDMA_PS_TCP) == 0);
+  if (gone && other && moving) {
+    rdma_destroy_event_channel(gone);
+    struct rdma_cm_event* event = NULL;
+    errno = 0;
+    CHECK(rdma_get_cm_event(gone, &event) == -1 && errno == EBADF && event == NULL);
+    struct rdma_cm_id* late = NULL;
+    errno = 0;
+    CHECK(rdma_create_id(gone, &late, NULL, RDMA_PS_TCP) == -1 && errno == EBADF && late == NULL);
+    errno = 0;
+    CHECK(rdma_migrate_id(moving, gone) == -1 && errno == EBADF);
+    CHECK(moving->channel == other);
+    rdma_destroy_event_channel(gone); /* a second destroy: nothing to free */
+    CHECK(rdma_destroy_id(moving) == 0);
+    rdma_destroy_event_channel(other);
+  }
+
   usleep(100 * 1000); /* a failing call would come back by now */
   int got = atomic_load(&events_got), failed = atomic_load(&calls_failed);
   for (int round = 0; round < kRounds; ++round) {

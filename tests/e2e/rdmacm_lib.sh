@@ -10,6 +10,7 @@ PIDS=()
 # case it still came first.
 serve() {
   local name=$1
+  SERVER_NAME=$name
   shift
   UROCE_DEVICES="uroces=$S" timeout -k 5 30 "$@" >"$ABI_TMP/$name.server" 2>&1 &
   SERVER_PID=$!
@@ -24,6 +25,22 @@ serve() {
   sleep 0.2
 }
 
+# rping does not join its CM event thread: after the last event's ack, its main thread destroys
+# the id and the channel and exits while that thread loops back into rdma_get_cm_event. When the
+# thread comes second, the call fails with EBADF, as on the kernel's closed file, and rping
+# exits 255 from that thread if it gets there before main's exit. That is rping's race, not a
+# failure of the run: exit_status RC FILE prints 0 for it and takes rping's perror line off the
+# output, which is still checked in full.
+exit_status() {
+  if [[ $1 == 255 && $(tail -n 1 "$2") == "rdma_get_cm_event: Bad file descriptor" ]]; then
+    echo "note: $2: rping's event thread called into its destroyed channel (EBADF)" >&2
+    sed -i '$d' "$2"
+    echo 0
+  else
+    echo "$1"
+  fi
+}
+
 client() {  # client NAME CMD...: runs it with the client's device; its exit code in $CLIENT_RC
   local name=$1 try
   shift
@@ -31,8 +48,10 @@ client() {  # client NAME CMD...: runs it with the client's device; its exit cod
     CLIENT_RC=0
     UROCE_DEVICES="urocec=$C" timeout -k 5 30 "$@" >"$ABI_TMP/$name.client" 2>&1 || CLIENT_RC=$?
     grep -q -e "REJECTED, error 8" -e "REJECTED; error: 8" -e "Unexpected CM event bl blka 8" \
-      -e "UNREACHABLE, error: 1" "$ABI_TMP/$name.client" ||
+      -e "UNREACHABLE, error: 1" "$ABI_TMP/$name.client" || {
+      CLIENT_RC=$(exit_status "$CLIENT_RC" "$ABI_TMP/$name.client")
       return 0
+    }
     sleep 0.5
   done
 }
@@ -40,6 +59,7 @@ client() {  # client NAME CMD...: runs it with the client's device; its exit cod
 server_rc() {  # waits for the server; its exit code in $src
   src=0
   wait "$SERVER_PID" || src=$?
+  src=$(exit_status "$src" "$ABI_TMP/$SERVER_NAME.server")
 }
 
 show() {

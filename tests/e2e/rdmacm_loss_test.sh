@@ -41,7 +41,7 @@ done
 in_a() { ip netns exec "$NS_A" env UROCE_DEVICES="urocea=$A" "$@"; }
 in_b() { ip netns exec "$NS_B" env UROCE_DEVICES="uroceb=$B" "$@"; }
 
-# expected_pings: rdmacm_lib.sh (its serve/client/show are not used here).
+# expected_pings, exit_status: rdmacm_lib.sh (its serve/client/show are not used here).
 source "$(dirname "$0")/rdmacm_lib.sh"
 
 # A lost REQ or REP waits for the CM's response timeout (rdma_cm's 2^20 * 4.096 us, about 4.3 s,
@@ -58,6 +58,8 @@ CLIENT_RC=0
 in_a timeout -k 5 90 rping -c -a $B -p 7330 -C 10 -v >"$ABI_TMP/client" 2>&1 || CLIENT_RC=$?
 src=0
 wait "$SERVER_PID" || src=$?
+CLIENT_RC=$(exit_status "$CLIENT_RC" "$ABI_TMP/client")
+src=$(exit_status "$src" "$ABI_TMP/server")
 show() {
   echo "---- server" >&2; cat "$ABI_TMP/server" >&2
   echo "---- client" >&2; cat "$ABI_TMP/client" >&2

@@ -281,6 +281,15 @@ void delete_channel(Channel* c) {
   delete c;
 }
 
+// With g_mu held: the live channel the program's pointer names, or null for one it destroyed
+// (its memory may be gone: the pointer is compared, never followed), as rdma-core's calls on the
+// closed file of a destroyed channel fail with EBADF. rping's event thread makes such a call when
+// it loses the race with its main thread, which destroys the channel and exits after the ack.
+Channel* live_channel(rdma_event_channel* channel) {
+  auto* c = reinterpret_cast<Channel*>(channel);
+  return std::find(g_channels.begin(), g_channels.end(), c) != g_channels.end() ? c : nullptr;
+}
+
 // With g_mu held: a thread leaves rdma_get_cm_event.
 void leave_channel(Channel* c) {
   if (--c->readers > 0 || !c->destroyed) return;
@@ -701,7 +710,7 @@ UROCE_RDMACM_EXPORT rdma_event_channel* rdma_create_event_channel() {
 UROCE_RDMACM_EXPORT void rdma_destroy_event_channel(rdma_event_channel* channel) {
   if (channel == nullptr) return;
   std::lock_guard lock(g_mu);
-  delete_channel(reinterpret_cast<Channel*>(channel));
+  if (Channel* c = live_channel(channel)) delete_channel(c);  // a second destroy frees nothing
 }
 
 UROCE_RDMACM_EXPORT int rdma_create_id(rdma_event_channel* channel, rdma_cm_id** out, void* context,
@@ -716,7 +725,12 @@ UROCE_RDMACM_EXPORT int rdma_create_id(rdma_event_channel* channel, rdma_cm_id**
   id->pub.ps = ps;
   id->pub.qp_type = ps == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
   if (channel) {
-    id->channel = reinterpret_cast<Channel*>(channel);
+    std::lock_guard lock(g_mu);
+    id->channel = live_channel(channel);
+    if (id->channel == nullptr) {
+      delete id;
+      return fail(EBADF);
+    }
   } else {
     id->sync = true;
     std::lock_guard lock(g_mu);
@@ -1281,9 +1295,11 @@ UROCE_RDMACM_EXPORT int rdma_disconnect(rdma_cm_id* cm_id) {
 
 UROCE_RDMACM_EXPORT int rdma_get_cm_event(rdma_event_channel* channel, rdma_cm_event** out) {
   if (channel == nullptr || out == nullptr) return fail(EINVAL);
-  auto* c = reinterpret_cast<Channel*>(channel);
+  Channel* c = nullptr;
   {
     std::lock_guard lock(g_mu);
+    c = live_channel(channel);
+    if (c == nullptr) return fail(EBADF);
     ++c->readers;
   }
   for (;;) {
@@ -1492,8 +1508,8 @@ UROCE_RDMACM_EXPORT int rdma_migrate_id(rdma_cm_id* cm_id, rdma_event_channel* c
   std::unique_lock lock(g_mu);
   g_acked.wait(lock, [id] { return id->events_out == 0; });
   Channel* old = id->channel;
-  Channel* to = channel ? reinterpret_cast<Channel*>(channel) : new_channel();
-  if (to == nullptr) return fail(ENOMEM);
+  Channel* to = channel ? live_channel(channel) : new_channel();
+  if (to == nullptr) return fail(channel ? EBADF : ENOMEM);
   if (to != old) {
     // Moved entries stay behind as skipped ones, so the old channel's eventfd count still
     // matches its queue.
