@@ -99,7 +99,9 @@ bool ProgressEngine::app_driving(Nanos drove, Nanos now) const {
 
 bool ProgressEngine::drive(bool app_polls) {
   const bool polling = app_polls && options_.app_driving_ns > 0;
-  Nanos now = now_ns();
+  // One clock read per call: a program that polls an empty CQ calls this in a tight loop, and
+  // try_lock does not wait, so the pass below runs at this same time.
+  const Nanos now = now_ns();
   // A thread that went to sleep before the application started polling waits on the socket too:
   // wake it once, so that it sleeps again without it.
   if (polling && last_drive_.exchange(now, std::memory_order_relaxed) == 0) kick();
@@ -111,7 +113,6 @@ bool ProgressEngine::drive(bool app_polls) {
     if (!app_polls) kick();
     return false;
   }
-  now = now_ns();
   // After a post, send only: what has arrived is for the caller's next poll (or the thread), and
   // a receive call right after a send seldom finds anything yet.
   const Nanos next =
