@@ -724,27 +724,16 @@ UROCE_RDMACM_EXPORT int rdma_create_id(rdma_event_channel* channel, rdma_cm_id**
   id->pub.context = context;
   id->pub.ps = ps;
   id->pub.qp_type = ps == RDMA_PS_UDP ? IBV_QPT_UD : IBV_QPT_RC;
-  if (channel) {
-    std::lock_guard lock(g_mu);
-    id->channel = live_channel(channel);
-    if (id->channel == nullptr) {
-      delete id;
-      return fail(EBADF);
-    }
-  } else {
-    id->sync = true;
-    std::lock_guard lock(g_mu);
-    id->channel = new_channel();
-    if (id->channel == nullptr) {
-      delete id;
-      return -1;
-    }
+  // One critical section: the channel found live is still live when the id joins g_ids.
+  std::lock_guard lock(g_mu);
+  id->sync = channel == nullptr;
+  id->channel = channel ? live_channel(channel) : new_channel();
+  if (id->channel == nullptr) {
+    delete id;
+    return channel ? fail(EBADF) : -1;  // new_channel(): eventfd's errno
   }
   id->pub.channel = &id->channel->pub;
-  {
-    std::lock_guard lock(g_mu);
-    g_ids.push_back(id);
-  }
+  g_ids.push_back(id);
   *out = &id->pub;
   return 0;
 }
