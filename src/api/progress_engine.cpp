@@ -120,8 +120,11 @@ bool ProgressEngine::drive(bool app_polls) {
   const bool acks_kept = dev_.acks_kept_by_last_pass();
   mu_.unlock();
   inline_passes_.fetch_add(1, std::memory_order_relaxed);
-  // Work left for now (a budget spent, responses a transmit-first pass left behind) goes to the
-  // polling caller's next call; otherwise to the thread, as does a timer earlier than its wait.
+  // Work left for now (a budget spent, responses a transmit-first pass left behind) and the
+  // timers go to an application thread that polls (this caller, or the program's poller when
+  // this was a post): its next poll runs them. Otherwise the thread takes them: work left at
+  // once, a timer if it is due before the thread's wait ends. Kicking a thread that sleeps beside
+  // a polling program costs a wake-up and a context switch for work the program does anyway.
   const Nanos asleep_until = sleep_until_.load();
   if ((next <= now && !polling) || (next > now && asleep_until != 0 && next < asleep_until)) kick();
   return acks_kept;
@@ -204,22 +207,41 @@ ProgressStats ProgressEngine::stats() const {
 }
 
 void ProgressEngine::loop() {
+  // Whether the last sleep ended by its timeout. Beside an application thread that still polls,
+  // such a wake-up finds nothing the application's next poll would not do (its passes run the
+  // timers too): the thread looks, and sleeps again without a pass, each time twice as long up
+  // to app_driving_max_ns (a wake-up costs the program's core a context switch each way).
+  bool timed_out = false;
+  // How long the thread leaves a polling application alone before it looks again.
+  Nanos patience = options_.app_driving_ns;
+  const Nanos max_patience = std::max(options_.app_driving_max_ns, options_.app_driving_ns);
   while (!stop_.load(std::memory_order_relaxed)) {
+    if (timed_out) {
+      const Nanos now = now_ns();
+      if (app_driving(last_drive_.load(std::memory_order_relaxed), now)) {
+        patience = std::min(2 * patience, max_patience);
+        timed_out = sleep_beside_app(now, now + patience);
+        continue;
+      }
+    }
+    timed_out = false;
+    patience = options_.app_driving_ns;
     std::unique_lock lock(mu_, std::try_to_lock);
     if (!lock.owns_lock()) {
       // A caller's pass is running (drive() or pump()). Queueing on the mutex would put this
       // thread in a futex sleep and the caller's unlock into a futex wake, a system call and a
       // wake-up each (docs/performance.md, "The drop-in path"). That pass takes what has
       // arrived; this thread sleeps as it would when idle, and what the pass leaves wakes it
-      // (drive() kicks a sleeping thread for work left or a timer before sleep_until_). It does
-      // not listen to the socket meanwhile: the packets waiting there are that pass's.
+      // (drive() kicks a sleeping thread for work left or a timer before sleep_until_ when no
+      // application thread polls). It does not listen to the socket meanwhile: the packets
+      // waiting there are that pass's.
       sleeping_.store(true);
       const Nanos now = now_ns();
       sleep_until_.store(now + kContendedSleepNs);
       if (mu_.try_lock()) {  // the pass ended meanwhile: run one here after all
         mu_.unlock();
       } else {
-        block(now, now + kContendedSleepNs, /*deaf=*/true);
+        timed_out = block(now, now + kContendedSleepNs, /*deaf=*/true);
       }
       sleep_until_.store(0);
       sleeping_.store(false);
@@ -227,7 +249,17 @@ void ProgressEngine::loop() {
     }
     Nanos now = now_ns();
     Nanos next = pass(now);
-    if (next <= now) continue;  // a budget ran out: more to do right away
+    if (next <= now) {
+      // A budget ran out: more to do right away. While an application thread polls, that work
+      // is its next poll's, as drive() leaves it: two threads of one process taking turns at
+      // the passes hold two cores, and where busy threads outnumber cores that preempts the
+      // peer's (docs/performance.md, "The drop-in path").
+      const Nanos drove = last_drive_.load(std::memory_order_relaxed);
+      if (!app_driving(drove, now)) continue;
+      lock.unlock();
+      timed_out = sleep_beside_app(now, std::max(now, drove) + options_.app_driving_ns);
+      continue;
+    }
     // The thread spins only while no application thread polls: beside a polling thread of the
     // same process it would take that thread's core, while a program that waits elsewhere (the
     // passive side of ib_read_lat or ib_write_bw) leaves the core idle and would otherwise pay a
@@ -255,13 +287,21 @@ void ProgressEngine::loop() {
       sleeping_.store(false);
       continue;
     }
-    block(now, next);
+    timed_out = block(now, next);
     sleep_until_.store(0);
     sleeping_.store(false);
   }
 }
 
-void ProgressEngine::block(Nanos now, Nanos next, bool deaf) {
+bool ProgressEngine::sleep_beside_app(Nanos now, Nanos until) {
+  sleeping_.store(true);
+  const bool timed_out = block(now, until, /*deaf=*/true);
+  sleep_until_.store(0);
+  sleeping_.store(false);
+  return timed_out;
+}
+
+bool ProgressEngine::block(Nanos now, Nanos next, bool deaf) {
   Nanos wait = std::min(next == kNever ? options_.max_sleep_ns : next - now, options_.max_sleep_ns);
   // An application thread that drove a pass lately is polling: leave the packets to it, and look
   // again once it may have stopped.
@@ -283,7 +323,7 @@ void ProgressEngine::block(Nanos now, Nanos next, bool deaf) {
   const int r = ::ppoll(fds, n, &ts, nullptr);
   if (r <= 0) {
     by_timeout_.fetch_add(1, std::memory_order_relaxed);
-    return;
+    return true;
   }
   if (fds[0].revents & POLLIN) {
     uint64_t v;
@@ -291,6 +331,7 @@ void ProgressEngine::block(Nanos now, Nanos next, bool deaf) {
     by_kick_.fetch_add(1, std::memory_order_relaxed);
   }
   if (n == 2 && (fds[1].revents & POLLIN)) by_packet_.fetch_add(1, std::memory_order_relaxed);
+  return false;
 }
 
 }  // namespace uroce::api

@@ -51,6 +51,12 @@ struct ProgressOptions {
   // and waking a second thread per packet costs both a wake-up (expensive in a VM)
   // and the contention for the pass. 0: always wake on packets.
   Nanos app_driving_ns = 0;
+  // While the application keeps polling, the sleeping thread looks again after app_driving_ns,
+  // then after twice as long each time it finds the program still polling, up to this (0: no
+  // growth). Each look is a wake-up and a context switch on a core the program is using; the
+  // price is how late the thread takes over from a program that stops polling without arming a
+  // CQ (at most this long; ibv_req_notify_cq hands over at once).
+  Nanos app_driving_max_ns = 0;
   // posted(): a post into a QP with at least this many request packets unacknowledged, while an
   // application thread polls (app_driving_ns), runs no pass of its own; the program's next empty
   // poll sends it with whatever else was posted meanwhile. A pass per post sends each message in
@@ -132,8 +138,11 @@ class ProgressEngine {
   uint64_t packets_moved() const;
 
   void loop();
-  // deaf: wait for kicks and the deadline only, not for packets.
-  void block(Nanos now, Nanos next, bool deaf = false);
+  // deaf: wait for kicks and the deadline only, not for packets. Returns whether it timed out.
+  bool block(Nanos now, Nanos next, bool deaf = false);
+  // A deaf block() until `until`, with sleeping_ set so that a kick still wakes the thread.
+  // Returns whether it timed out.
+  bool sleep_beside_app(Nanos now, Nanos until);
   // With mu_ held.
   Nanos pass(Nanos now, verbs::Device::PassScope scope = verbs::Device::PassScope::kFull);
 

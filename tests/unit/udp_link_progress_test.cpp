@@ -4,6 +4,7 @@
 // spinning.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -493,6 +494,70 @@ TEST(ProgressEngine, APostDoesNotWakeTheThreadThatSleepsBesideAPollingApplicatio
   EXPECT_EQ(ei.stats().kicks_sent, before.kicks_sent);
   EXPECT_EQ(ei.stats().wakeups_by_kick, before.wakeups_by_kick);
   ei.stop();
+}
+
+// Polls `engine` as a program's empty ibv_poll_cq does, every `pause`, for `how_long`.
+void poll_for(ProgressEngine& engine, std::chrono::milliseconds how_long,
+              std::chrono::microseconds pause) {
+  const auto end = std::chrono::steady_clock::now() + how_long;
+  while (std::chrono::steady_clock::now() < end) {
+    engine.drive(/*app_polls=*/true);
+    std::this_thread::sleep_for(pause);
+  }
+}
+
+TEST(ProgressEngine, TheThreadLooksLessOftenAndRunsNoPassWhileAnApplicationKeepsPolling) {
+  // Beside a program that keeps polling, the thread's only job is to notice when it stops. Each
+  // look doubles the time to the next, from app_driving_ns to app_driving_max_ns, and runs no
+  // pass (the program's passes run the timers too): over 300 ms with 2 ms / 16 ms that is about
+  // 20 looks, where a look every app_driving_ns would be 150, each with a pass.
+  ProgressOptions o = policy_options(0);
+  o.app_driving_ns = 2'000'000;
+  o.app_driving_max_ns = 16'000'000;
+  ConnectedPair pair("127.77.48", o);
+  ASSERT_TRUE(pair.init.qp && pair.target.qp);
+  ProgressEngine& et = *pair.target.engine;
+  ASSERT_EQ(et.start(), 0);
+  poll_for(et, 20ms, 100us);  // the thread has gone to sleep beside the program
+  const ProgressStats before = et.stats();
+  poll_for(et, 300ms, 100us);
+  const ProgressStats s = et.stats();
+  const uint64_t looks = s.wakeups_by_timeout - before.wakeups_by_timeout;
+  EXPECT_GE(looks, 1u);
+  // A program descheduled for longer than app_driving_ns (a loaded machine) starts the growth
+  // again, so the bound leaves room for a few such stalls.
+  EXPECT_LE(looks, 60u);
+  const uint64_t thread_passes =
+      (s.passes - s.inline_passes) - (before.passes - before.inline_passes);
+  EXPECT_LE(thread_passes, 8u) << looks << " looks";
+  et.stop();
+}
+
+TEST(ProgressEngine, TheThreadTakesOverFromAProgramThatStopsPollingWithoutArmingACq) {
+  // The price of looking less often: a program that polled for long, then stops calling (it
+  // computes) without ibv_req_notify_cq, has its packets handled once the thread next looks,
+  // within app_driving_max_ns, by the thread alone.
+  ProgressOptions o = policy_options(0);
+  o.app_driving_ns = 1'000'000;
+  o.app_driving_max_ns = 8'000'000;
+  ConnectedPair pair("127.77.49", o);
+  ASSERT_TRUE(pair.init.qp && pair.target.qp);
+  Side &init = pair.init, &target = pair.target;
+  ProgressEngine& et = *target.engine;
+  ASSERT_EQ(et.start(), 0);
+  for (size_t i = 0; i < init.buf.size(); ++i) init.buf[i] = static_cast<uint8_t>(i * 11 + 3);
+  poll_for(et, 60ms, 100us);  // long enough for the thread's looks to reach the cap
+  const ProgressStats before = et.stats();
+  // The target's program makes no call from here on.
+  const std::vector<transport::Completion> done = write_one_at_a_time(
+      init, target, 3, [] {}, [&] { init.dev->progress(ProgressEngine::now_ns()); }, 200us);
+  ASSERT_EQ(done.size(), 3u);
+  for (const transport::Completion& c : done) EXPECT_EQ(c.status, transport::WcStatus::kSuccess);
+  EXPECT_TRUE(std::equal(init.buf.begin(), init.buf.begin() + 4096, target.buf.begin()));
+  const ProgressStats s = et.stats();
+  EXPECT_EQ(s.inline_passes, before.inline_passes);  // the thread placed them
+  EXPECT_GE(s.wakeups_by_timeout, before.wakeups_by_timeout + 1);
+  et.stop();
 }
 
 uint64_t nic_counter(const Nic& nic, const std::string& name) {

@@ -33,6 +33,11 @@ constexpr uint64_t kDefaultSpinUs = 50;
 // How long after an application's empty poll the sleeping progress thread leaves packets to the
 // application (ProgressOptions::app_driving_ns). UROCE_APP_DRIVING_US overrides.
 constexpr uint64_t kDefaultAppDrivingUs = 200;
+// The longest the thread then sleeps while the application keeps polling
+// (ProgressOptions::app_driving_max_ns): so much later, at worst, it takes over from a program
+// that stops polling without arming a CQ, far below the transport's ACK timeouts.
+// UROCE_APP_DRIVING_MAX_US overrides (at most UROCE_APP_DRIVING_US: no growth).
+constexpr uint64_t kDefaultAppDrivingMaxUs = 3200;
 constexpr uint64_t kMaxEnvUs = 1'000'000;
 // A post into a QP with this many request packets unacknowledged leaves its transmission to the
 // program's next poll (ProgressOptions::post_batch_packets; 0 disables). UROCE_POST_BATCH
@@ -218,6 +223,7 @@ Result<std::shared_ptr<Runtime>> Runtime::acquire(Device* device) {
   o.progress.spin_ns = ns_from_env("UROCE_SPIN_US", kDefaultSpinUs);
   o.progress.yield_ns = 0;
   o.progress.app_driving_ns = ns_from_env("UROCE_APP_DRIVING_US", kDefaultAppDrivingUs);
+  o.progress.app_driving_max_ns = ns_from_env("UROCE_APP_DRIVING_MAX_US", kDefaultAppDrivingMaxUs);
   o.progress.post_batch_packets = static_cast<uint32_t>(
       count_from_env("UROCE_POST_BATCH", kDefaultPostBatchPackets, kMaxPostBatchPackets));
   o.progress.block_signals = true;
