@@ -523,9 +523,9 @@ TEST(ProgressEngine, TheThreadLooksLessOftenAndRunsNoPassWhileAnApplicationKeeps
   poll_for(et, 300ms, 100us);
   const ProgressStats s = et.stats();
   const uint64_t looks = s.wakeups_by_timeout - before.wakeups_by_timeout;
-  EXPECT_GE(looks, 1u);
   // A program descheduled for longer than app_driving_ns (a loaded machine) starts the growth
-  // again, so the bound leaves room for a few such stalls.
+  // again, or finds the thread listening to the socket instead (no looks at all), so the bound
+  // leaves room for a few such stalls.
   EXPECT_LE(looks, 60u);
   const uint64_t thread_passes =
       (s.passes - s.inline_passes) - (before.passes - before.inline_passes);
