@@ -120,11 +120,10 @@ bool ProgressEngine::drive(bool app_polls) {
   const bool acks_kept = dev_.acks_kept_by_last_pass();
   mu_.unlock();
   inline_passes_.fetch_add(1, std::memory_order_relaxed);
-  // Work left for now (a budget spent, responses a transmit-first pass left behind) and the
-  // timers go to an application thread that polls (this caller, or the program's poller when
-  // this was a post): its next poll runs them. Otherwise the thread takes them: work left at
-  // once, a timer if it is due before the thread's wait ends. Kicking a thread that sleeps beside
-  // a polling program costs a wake-up and a context switch for work the program does anyway.
+  // Work left for now (a budget spent, responses a transmit-first pass left behind) goes to the
+  // polling caller's next call; otherwise to the thread, as does a timer earlier than its wait.
+  // A post's leftover wakes the thread even beside a polling program: the thread then sends on
+  // while the program posts, and ib_send_bw lost without it (docs/performance.md, "80f4c55").
   const Nanos asleep_until = sleep_until_.load();
   if ((next <= now && !polling) || (next > now && asleep_until != 0 && next < asleep_until)) kick();
   return acks_kept;
@@ -232,9 +231,8 @@ void ProgressEngine::loop() {
       // thread in a futex sleep and the caller's unlock into a futex wake, a system call and a
       // wake-up each (docs/performance.md, "The drop-in path"). That pass takes what has
       // arrived; this thread sleeps as it would when idle, and what the pass leaves wakes it
-      // (drive() kicks a sleeping thread for work left or a timer before sleep_until_ when no
-      // application thread polls). It does not listen to the socket meanwhile: the packets
-      // waiting there are that pass's.
+      // (drive() kicks a sleeping thread for work left or a timer before sleep_until_). It does
+      // not listen to the socket meanwhile: the packets waiting there are that pass's.
       sleeping_.store(true);
       const Nanos now = now_ns();
       sleep_until_.store(now + kContendedSleepNs);
