@@ -506,15 +506,20 @@ void poll_for(ProgressEngine& engine, std::chrono::milliseconds how_long,
   }
 }
 
+// The policy options with a polling window of `driving_ns` whose looks grow to `max_ns`.
+ProgressOptions growing_looks(Nanos driving_ns, Nanos max_ns) {
+  ProgressOptions o = policy_options(0);
+  o.app_driving_ns = driving_ns;
+  o.app_driving_max_ns = max_ns;
+  return o;
+}
+
 TEST(ProgressEngine, TheThreadLooksLessOftenAndRunsNoPassWhileAnApplicationKeepsPolling) {
   // Beside a program that keeps polling, the thread's only job is to notice when it stops. Each
   // look doubles the time to the next, from app_driving_ns to app_driving_max_ns, and runs no
   // pass (the program's passes run the timers too): over 300 ms with 2 ms / 16 ms that is about
   // 20 looks, where a look every app_driving_ns would be 150, each with a pass.
-  ProgressOptions o = policy_options(0);
-  o.app_driving_ns = 2'000'000;
-  o.app_driving_max_ns = 16'000'000;
-  ConnectedPair pair("127.77.48", o);
+  ConnectedPair pair("127.77.48", growing_looks(2'000'000, 16'000'000));
   ASSERT_TRUE(pair.init.qp && pair.target.qp);
   ProgressEngine& et = *pair.target.engine;
   ASSERT_EQ(et.start(), 0);
@@ -537,10 +542,7 @@ TEST(ProgressEngine, TheThreadTakesOverFromAProgramThatStopsPollingWithoutArming
   // The price of looking less often: a program that polled for long, then stops calling (it
   // computes) without ibv_req_notify_cq, has its packets handled once the thread next looks,
   // within app_driving_max_ns, by the thread alone.
-  ProgressOptions o = policy_options(0);
-  o.app_driving_ns = 1'000'000;
-  o.app_driving_max_ns = 8'000'000;
-  ConnectedPair pair("127.77.49", o);
+  ConnectedPair pair("127.77.49", growing_looks(1'000'000, 8'000'000));
   ASSERT_TRUE(pair.init.qp && pair.target.qp);
   Side &init = pair.init, &target = pair.target;
   ProgressEngine& et = *target.engine;
