@@ -519,7 +519,7 @@ TEST(ProgressEngine, TheThreadLooksLessOftenAndRunsNoPassWhileAnApplicationKeeps
   // look doubles the time to the next, from app_driving_ns to app_driving_max_ns, and runs no
   // pass (the program's passes run the timers too): over 300 ms with 2 ms / 16 ms that is about
   // 20 looks, where a look every app_driving_ns would be 150, each with a pass.
-  ConnectedPair pair("127.77.48", growing_looks(2'000'000, 16'000'000));
+  ConnectedPair pair("127.77.54", growing_looks(2'000'000, 16'000'000));
   ASSERT_TRUE(pair.init.qp && pair.target.qp);
   ProgressEngine& et = *pair.target.engine;
   ASSERT_EQ(et.start(), 0);
@@ -542,7 +542,7 @@ TEST(ProgressEngine, TheThreadTakesOverFromAProgramThatStopsPollingWithoutArming
   // The price of looking less often: a program that polled for long, then stops calling (it
   // computes) without ibv_req_notify_cq, has its packets handled once the thread next looks,
   // within app_driving_max_ns, by the thread alone.
-  ConnectedPair pair("127.77.49", growing_looks(1'000'000, 8'000'000));
+  ConnectedPair pair("127.77.55", growing_looks(1'000'000, 8'000'000));
   ASSERT_TRUE(pair.init.qp && pair.target.qp);
   Side &init = pair.init, &target = pair.target;
   ProgressEngine& et = *target.engine;
