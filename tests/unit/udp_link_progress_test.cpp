@@ -183,7 +183,7 @@ std::vector<transport::Completion> write_one_at_a_time(const Side& init, const S
 TEST(ProgressEngine, StartsStopsAndRestartsCleanly) {
   ProgressOptions o;
   o.max_sleep_ns = 10'000'000'000;  // so only the kick can end the wait quickly
-  Side a("127.77.41.1", 4096, o);
+  Side a("127.77.67.1", 4096, o);
   ASSERT_TRUE(a.engine);
   ProgressEngine& e = *a.engine;
   EXPECT_FALSE(e.running());
@@ -294,7 +294,7 @@ TEST(ProgressEngine, OneCallerThreadDrivesBothDevicesWithoutEngineThreads) {
   ProgressOptions o;
   o.spin_ns = 100'000;
   o.yield_ns = 0;
-  Side init("127.77.42.1", kBytes, o), target("127.77.42.2", kBytes, o);
+  Side init("127.77.68.1", kBytes, o), target("127.77.68.2", kBytes, o);
   ASSERT_TRUE(init.qp && target.qp);
   init.connect(target);
   target.connect(init);
@@ -557,8 +557,9 @@ TEST(ProgressEngine, TheThreadTakesOverFromAProgramThatStopsPollingWithoutArming
   for (const transport::Completion& c : done) EXPECT_EQ(c.status, transport::WcStatus::kSuccess);
   EXPECT_TRUE(std::equal(init.buf.begin(), init.buf.begin() + 4096, target.buf.begin()));
   const ProgressStats s = et.stats();
-  EXPECT_EQ(s.inline_passes, before.inline_passes);  // the thread placed them
-  EXPECT_GE(s.wakeups_by_timeout, before.wakeups_by_timeout + 1);
+  // The thread placed them: at its next look, or woken by the first packet when it was
+  // listening (a loaded machine can stall the polling loop past the window before it ends).
+  EXPECT_EQ(s.inline_passes, before.inline_passes);
   et.stop();
 }
 

@@ -1,5 +1,10 @@
 // UdpLink over real loopback sockets. Each test binds its own 127.77.<test>.x addresses so tests
 // can run in parallel (ctest -j) with each other and with end-to-end tests on 127.0.0.x.
+// The 127.77.N blocks the unit tests use, so that a new test takes a free one (two tests on one
+// address fail to bind, or one receives the other's packets, only when ctest happens to run them
+// together): this file 1, 2, 30-39, 56-58; udp_link_progress_test 40, 43-49, 54, 55, 67, 68;
+// cm_gsi_test 41; udp_path_check_test 42; link_factory_test 50-53; hostile_peer_test 60-66;
+// link_share_test 200.
 #include "link/udp_link.h"
 
 #include <arpa/inet.h>
@@ -673,11 +678,11 @@ TEST(UdpLink, AnExitHandlerCanStillSend) {
       {
         UdpLinkOptions o;
         o.tx_queue_packets = 512;  // gather lists past malloc's mmap threshold, unmapped when freed
-        exit_link = open_link(v4(35, 1), o).release();
+        exit_link = open_link(v4(39, 1), o).release();
         exit_packets = new std::vector<std::unique_ptr<Outgoing>>;
         for (uint32_t i = 0; i < 512; ++i)
           exit_packets->push_back(std::make_unique<Outgoing>(wire::op::kRcSendMiddle, i, 1024,
-                                                             gid_of(v4(35, 2)), /*parts=*/4));
+                                                             gid_of(v4(39, 2)), /*parts=*/4));
         // A full queue on this thread first: the largest gather lists it can need.
         for (auto& p : *exit_packets) exit_link->transmit(p->tx);
         exit_link->flush();
@@ -690,7 +695,7 @@ TEST(UdpLink, AnExitHandlerCanStillSend) {
 // A TOS and TTL that keep coming become the socket's own (no control message per send); sends
 // with other values, or with the default TTL, still leave with theirs.
 TEST(UdpLink, TheSocketTakesTheTosAndTtlThatKeepComingAndOthersStillGoOut) {
-  auto a = open_link(v4(44, 1)), b = open_link(v4(44, 2));
+  auto a = open_link(v4(56, 1)), b = open_link(v4(56, 2));
   ASSERT_TRUE(a && b);
   struct Shape {
     uint8_t ttl;
@@ -730,7 +735,7 @@ TEST(UdpLink, TheSocketTakesTheTosAndTtlThatKeepComingAndOthersStillGoOut) {
 TEST(UdpLink, TheSocketsTosAndTtlChangeOnlyBetweenSendCalls) {
   UdpLinkOptions one_each;
   one_each.gso = false;  // a message per packet
-  auto a = open_link(v4(47, 1), one_each), b = open_link(v4(47, 2));
+  auto a = open_link(v4(58, 1), one_each), b = open_link(v4(58, 2));
   ASSERT_TRUE(a && b);
   int default_ttl = 64;
   if (FILE* f = std::fopen("/proc/sys/net/ipv4/ip_default_ttl", "r")) {
@@ -774,7 +779,7 @@ TEST(UdpLink, TheSocketsTosAndTtlChangeOnlyBetweenSendCalls) {
 TEST(UdpLink, AfterAnEmptyCallOneDatagramIsAskedForThenBatchesAgain) {
   UdpLinkOptions plain;
   plain.gso = plain.gro = false;  // a datagram per packet, so that calls count datagrams
-  auto a = open_link(v4(45, 1), plain), b = open_link(v4(45, 2), plain);
+  auto a = open_link(v4(57, 1), plain), b = open_link(v4(57, 2), plain);
   ASSERT_TRUE(a && b);
   const auto noop = [](const wire::RxPacket&) {};
   EXPECT_EQ(b->poll(noop, 64), 0u);  // empty
