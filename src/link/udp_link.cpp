@@ -355,6 +355,7 @@ void UdpLink::transmit(const wire::TxPacket& p) {
   s.response = wire::opcode_info(p.header[0]).is_response();
   tx_responses_ += s.response;
   ++tx_count_;
+  if (p.flush_after) flush();
 }
 
 // Requests, then responses, each in the order queued. A QP's transport puts its responder's

@@ -39,6 +39,7 @@ class ResponseRing {
     head_slot_ = 0;
   }
   bool empty() const { return head_ == tail_; }
+  uint64_t size() const { return tail_ - head_; }
   // Appends `r`; false (and nothing queued) if the ring is full.
   bool push(const Response& r) {
     if (tail_ - head_ == ring_.size()) return false;

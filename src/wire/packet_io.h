@@ -35,6 +35,9 @@ struct TxPacket {
   uint32_t payload_len = 0;
   uint8_t pad = 0;
   bool ect = true;  // mark ECN-capable (ECT(0))
+  // The link sends what it has queued after this packet instead of waiting for a full batch: the
+  // peer can start on those packets while the rest are built (one large message in flight).
+  bool flush_after = false;
   const AddressVector* dest = nullptr;
 
   std::span<const uint8_t> headers() const { return {header.data(), header_len}; }
@@ -47,6 +50,7 @@ struct TxPacket {
     payload_len = 0;
     pad = 0;
     ect = true;
+    flush_after = false;
     dest = nullptr;
   }
 };

@@ -43,8 +43,8 @@ class FakeMemory : public MemoryAccess {
     ++local_calls;
     return lookup(lkey, addr, length, access);
   }
-  Result<uint8_t*, KeyError> remote(uint32_t rkey, uint64_t addr, uint32_t length,
-                                    uint32_t access, uint32_t qpn) override {
+  Result<uint8_t*, KeyError> remote(uint32_t rkey, uint64_t addr, uint32_t length, uint32_t access,
+                                    uint32_t qpn) override {
     ++remote_calls;
     last_remote_qpn = qpn;
     return lookup(rkey, addr, length, access);
@@ -116,6 +116,7 @@ struct Packet {
   wire::TransportHeaders hdr;
   std::vector<uint8_t> payload;
   bool ce = false;
+  bool flush_after = false;  // the sender's TxPacket asked the link to send what it has queued
   const wire::AddressVector* dest = nullptr;
   RxPacket rx() const {
     RxPacket p;
@@ -146,6 +147,7 @@ class CaptureSink : public PacketSink {
     p.hdr = parsed->hdr;
     p.payload.assign(parsed->payload.begin(), parsed->payload.end());
     p.dest = t.dest;
+    p.flush_after = t.flush_after;
     packets.push_back(std::move(p));
   }
   std::deque<Packet> packets;

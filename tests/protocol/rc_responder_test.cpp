@@ -264,6 +264,29 @@ TEST_F(Responder, ReadIsAnsweredInPacketsAndDuplicateReadReExecutesFromMemory) {
   EXPECT_EQ(out[1].payload[0], 0x5a);
 }
 
+TEST_F(Responder, ALoneReadResponseIsHandedToTheLinkEvery64Packets) {
+  // With one response queued, the requester waits for this READ alone: each 64 packets go to the
+  // link as they are built, so that its receive starts while the rest are built. Behind another
+  // queued response the packets wait for the link's batch as before.
+  FakeMemory::Region& big = r.memory.add(256 * 130, kAccessRemoteRead);
+  auto big_read = [&](uint32_t psn) {
+    Packet p = make_packet(op::kRcReadRequest, psn);
+    p.hdr.reth = {big.va, big.key, 256 * 130};
+    p.hdr.bth.ack_req = true;
+    return p;
+  };
+  feed(big_read(kEpsn));
+  auto out = drain();
+  ASSERT_EQ(out.size(), 130u);
+  for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i].flush_after, i == 63 || i == 127) << i;
+  feed(big_read(kEpsn + 130));
+  feed(big_read(kEpsn + 260));
+  out = drain();
+  ASSERT_EQ(out.size(), 260u);
+  for (size_t i = 0; i < out.size(); ++i)
+    EXPECT_EQ(out[i].flush_after, i == 130 + 63 || i == 130 + 127) << i;
+}
+
 TEST_F(Responder, ZeroLengthReadGetsOneEmptyResponse) {
   feed(read(kEpsn, 0, 0));
   auto out = drain();
@@ -323,7 +346,7 @@ TEST_F(Responder, NewReadTakesOverAResourceThatIsOnlyReplaying) {
   feed(read(kEpsn, target->va, 8));
   feed(read(kEpsn + 1, target->va + 8, 8));
   ASSERT_EQ(drain().size(), 2u);
-  feed(read(kEpsn, target->va, 8));          // duplicates, replies queued, not yet sent
+  feed(read(kEpsn, target->va, 8));  // duplicates, replies queued, not yet sent
   feed(read(kEpsn + 1, target->va + 8, 8));
   feed(read(kEpsn + 2, target->va + 16, 8));  // new: both resources are only replaying
   auto out = drain();

@@ -824,6 +824,26 @@ TEST(UdpLink, BadTransmitsAreCountedNotSent) {
   EXPECT_EQ(a->counters().tx_packets, 0u);
 }
 
+TEST(UdpLink, APacketThatAsksForItSendsWhatIsQueuedAtOnce) {
+  auto a = open_link(v4(34, 3)), b = open_link(v4(34, 4));
+  ASSERT_TRUE(a && b);
+  Outgoing p1(wire::op::kRcSendFirst, 1, 256, b->local_gid());
+  Outgoing p2(wire::op::kRcSendMiddle, 2, 256, b->local_gid());
+  Outgoing p3(wire::op::kRcSendLast, 3, 256, b->local_gid());
+  p2.tx.flush_after = true;
+  a->transmit(p1.tx);
+  EXPECT_EQ(a->counters().tx_packets, 0u);  // queued for the batch
+  a->transmit(p2.tx);
+  EXPECT_EQ(a->counters().tx_packets, 2u);  // sent with the packet before it
+  a->transmit(p3.tx);
+  EXPECT_EQ(a->counters().tx_packets, 2u);
+  a->flush();
+  EXPECT_EQ(a->counters().tx_packets, 3u);
+  auto got = receive(*b, 3);
+  ASSERT_EQ(got.size(), 3u);
+  for (uint32_t i = 0; i < 3; ++i) EXPECT_EQ(got[i].hdr.bth.psn, Psn(i + 1));
+}
+
 TEST(UdpLink, Ipv6OnLoopback) {
   UdpLinkOptions o;
   o.address = "::1";
