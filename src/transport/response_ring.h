@@ -42,7 +42,7 @@ class ResponseRing {
   uint64_t size() const { return tail_ - head_; }
   // Appends `r`; false (and nothing queued) if the ring is full.
   bool push(const Response& r) {
-    if (tail_ - head_ == ring_.size()) return false;
+    if (size() == ring_.size()) return false;
     ring_[slot(tail_++)] = r;
     return true;
   }
