@@ -39,6 +39,12 @@ inline constexpr uint32_t kQkeyUseQpQkey = 0x80000000u;
 // Selective retransmissions queued at the requester (one per sequence NAK or timeout; the
 // responder names one hole at a time, so a handful is plenty; more falls back to go-back-N).
 inline constexpr uint32_t kMaxPendingResends = 16;
+// A message with nothing queued behind it (a READ response alone in the response queue, a request
+// with no WQE posted after it) goes to the link this many packets at a time rather than in the
+// link's whole send batch (256): the peer, waiting for this message alone (a rendezvous of one
+// large message), receives and places the first packets while the rest are built, instead of
+// after the last one. A 256 KiB send call at MTU 4096.
+inline constexpr uint32_t kLoneMessageFlushPackets = 64;
 
 struct QpContext {
   QpContext(QpType t, uint32_t n, const QpCapabilities& c, MemoryAccess& mem, CompletionSink& scq,

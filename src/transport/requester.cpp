@@ -522,6 +522,11 @@ bool Requester::build(Nanos now, TxPacket& out) {
   ctx_.pacer.on_sent(now, next.payload_len);
 
   pkt_ += next.psns;
+  // The responder has nothing else of ours to work on while this message is built: nothing before
+  // it unacknowledged (a rendezvous's one large WRITE, even with its notice posted behind it) or,
+  // where nothing is acknowledged, nothing posted behind it.
+  const bool alone = ctx_.reliable() ? !ctx_.una.before(w.first_psn) : cur_ + 1 == ctx_.sq.tail();
+  if (alone && pkt_ % kLoneMessageFlushPackets == 0 && pkt_ < w.npsn) out.flush_after = true;
   if (pkt_ >= w.npsn) {
     // Unreliable services complete a send WQE once its last packet is out (IBA 9.8.3, 9.9.3).
     w.state = ctx_.reliable() ? WqeState::kSent : WqeState::kDone;

@@ -9,12 +9,6 @@
 
 namespace uroce::transport {
 
-namespace {
-// Packets of a lone READ response the link gets at a time: a quarter of its send batch (256), a
-// 256 KiB send call at MTU 4096.
-constexpr uint32_t kLoneReadFlushPackets = 64;
-}  // namespace
-
 Responder::Responder(QpContext& ctx) : ctx_(ctx) {
   reset();
 }
@@ -748,11 +742,8 @@ bool Responder::build(Nanos now, TxPacket& out) {
       h.bth.pad_count = wire::pad_for(len);
       h.aeth = wire::Aeth::ack(res.msn);
       ctx_.pacer.on_sent(now, len);
-      // The only response queued, so the requester waits for this READ alone (a rendezvous of
-      // one large message): hand the link each kLoneReadFlushPackets as they are built, so that
-      // the requester's receive runs while the rest are built instead of after the last one
-      // (docs/performance.md, "What is left", item 8).
-      if (responses_.size() == 1 && (res.sent + 1) % kLoneReadFlushPackets == 0 &&
+      // The only response queued, so the requester waits for this READ alone.
+      if (responses_.size() == 1 && (res.sent + 1) % kLoneMessageFlushPackets == 0 &&
           res.sent + 1 < res.reply_npsn)
         out.flush_after = true;
       if (++res.sent == res.reply_npsn) {

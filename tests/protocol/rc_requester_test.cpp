@@ -111,6 +111,25 @@ TEST_F(Requester, PerPacketWritesCarryTheirOwnReth) {
 
 // WRITE with immediate keeps FIRST/MIDDLE/LAST: the responder's receive completion reports the
 // whole message's length, which per-packet WRITEs could not carry.
+TEST_F(Requester, ALoneMessageIsHandedToTheLinkEvery64Packets) {
+  // With nothing of ours unacknowledged before it, the responder waits for this message alone:
+  // each 64 packets go to the link as they are built, so that its receive starts while the rest
+  // are built. A small message posted behind it (a rendezvous's notice) changes nothing; a message
+  // behind an unacknowledged one waits for the link's batch as before.
+  up();
+  ASSERT_EQ(q.qp->post_send(wr(1, WrOpcode::kRdmaWrite, 130 * 256)), 0);
+  ASSERT_EQ(q.qp->post_send(wr(2, WrOpcode::kSend, 8)), 0);
+  auto out = drain();
+  ASSERT_EQ(out.size(), 131u);
+  for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i].flush_after, i == 63 || i == 127) << i;
+  ack(kSpsn + 130);
+  ASSERT_EQ(q.qp->post_send(wr(3, WrOpcode::kSend, 130 * 256)), 0);
+  ASSERT_EQ(q.qp->post_send(wr(4, WrOpcode::kSend, 130 * 256)), 0);
+  out = drain();
+  ASSERT_EQ(out.size(), 260u);
+  for (size_t i = 0; i < out.size(); ++i) EXPECT_EQ(out[i].flush_after, i == 63 || i == 127) << i;
+}
+
 TEST_F(Requester, WriteWithImmediateStaysOneMessage) {
   up();
   ASSERT_EQ(q.qp->post_send(wr(1, WrOpcode::kRdmaWriteWithImm, 3 * 256)), 0);
