@@ -4,6 +4,8 @@
 // and validation all read it: which extension headers follow the BTH, whether a payload may follow,
 // and the opcode's place in a message.
 #include <array>
+#include <bit>
+#include <cstddef>
 #include <cstdint>
 #include <string_view>
 
@@ -66,8 +68,14 @@ struct OpcodeInfo {
   uint16_t headers = 0;  // Header bits
   bool payload = false;  // may carry payload (0 bytes allowed only where the spec allows it)
   uint32_t header_bytes = 0;
+  // Where each extension header the opcode carries starts (header_offset(headers, h)), so that
+  // the per-packet parse and build read it instead of summing the sizes before it.
+  std::array<uint8_t, kHeaderCount> offsets{};
 
   constexpr bool valid() const { return kind != Kind::kInvalid; }
+  constexpr uint32_t offset(Header h) const {
+    return offsets[static_cast<size_t>(std::countr_zero(static_cast<unsigned>(h)))];
+  }
   constexpr bool has(Header h) const { return (headers & h) != 0; }
   constexpr bool is_request() const {
     return kind == Kind::kSend || kind == Kind::kWrite || kind == Kind::kReadRequest ||
@@ -131,7 +139,10 @@ inline constexpr std::array<std::string_view, op::kRcSendOnlyInv + 1> kXrcNames 
     "XRC_SEND_ONLY_WITH_INVALIDATE",
 };
 constexpr OpcodeInfo make(std::string_view name, Service s, Kind k, Place p, uint16_t h, bool pay) {
-  return OpcodeInfo{name, s, k, p, h, pay, headers_bytes(h)};
+  OpcodeInfo info{name, s, k, p, h, pay, headers_bytes(h)};
+  for (int i = 0; i < kHeaderCount; ++i)
+    if (h & (1u << i)) info.offsets[i] = static_cast<uint8_t>(header_offset(h, Header(1u << i)));
+  return info;
 }
 constexpr std::array<OpcodeInfo, 256> build_table() {
   std::array<OpcodeInfo, 256> t{};
@@ -216,5 +227,8 @@ static_assert(kOpcodeTable[op::kXrcBase | op::kRcWriteOnlyImm].header_bytes == 1
 static_assert(kOpcodeTable[op::kXrcBase | op::kRcFetchAdd].header_bytes == 12 + 4 + 28);
 static_assert(kOpcodeTable[op::kXrcBase | op::kRcAck].header_bytes == 12 + 4);
 static_assert(header_offset(kXrcEth | kReth, kReth) == 12 + 4);
+static_assert(kOpcodeTable[op::kRcWriteOnlyImm].offset(kImmDt) == 12 + 16);
+static_assert(kOpcodeTable[op::kXrcBase | op::kRcWriteFirst].offset(kReth) == 12 + 4);
+static_assert(kOpcodeTable[op::kRcAtomicAck].offset(kAtomicAckEth) == 12 + 4);
 
 }  // namespace uroce::wire

@@ -77,32 +77,32 @@ std::optional<ParseError> parse_transport_into(std::span<const uint8_t> bytes,
   if (bytes.size() < info.header_bytes) return ParseError::kTruncated;
   const uint16_t hs = info.headers;
   if (hs & kDeth) {
-    const uint8_t* q = p + header_offset(hs, kDeth);
+    const uint8_t* q = p + info.offset(kDeth);
     h.deth.qkey = load_be32(q);
     h.deth.src_qp = load_be24(q + 5);
   }
-  if (hs & kXrcEth) h.xrc_srqn = load_be24(p + header_offset(hs, kXrcEth) + 1);
+  if (hs & kXrcEth) h.xrc_srqn = load_be24(p + info.offset(kXrcEth) + 1);
   if (hs & kReth) {
-    const uint8_t* q = p + header_offset(hs, kReth);
+    const uint8_t* q = p + info.offset(kReth);
     h.reth.va = load_be64(q);
     h.reth.rkey = load_be32(q + 8);
     h.reth.dma_length = load_be32(q + 12);
   }
   if (hs & kAtomicEth) {
-    const uint8_t* q = p + header_offset(hs, kAtomicEth);
+    const uint8_t* q = p + info.offset(kAtomicEth);
     h.atomic.va = load_be64(q);
     h.atomic.rkey = load_be32(q + 8);
     h.atomic.swap_add = load_be64(q + 12);
     h.atomic.compare = load_be64(q + 20);
   }
   if (hs & kAeth) {
-    const uint8_t* q = p + header_offset(hs, kAeth);
+    const uint8_t* q = p + info.offset(kAeth);
     h.aeth.syndrome = q[0];
     h.aeth.msn = load_be24(q + 1);
   }
-  if (hs & kAtomicAckEth) h.atomic_ack.original = load_be64(p + header_offset(hs, kAtomicAckEth));
-  if (hs & kImmDt) h.imm = load_be32(p + header_offset(hs, kImmDt));
-  if (hs & kIeth) h.ieth_rkey = load_be32(p + header_offset(hs, kIeth));
+  if (hs & kAtomicAckEth) h.atomic_ack.original = load_be64(p + info.offset(kAtomicAckEth));
+  if (hs & kImmDt) h.imm = load_be32(p + info.offset(kImmDt));
+  if (hs & kIeth) h.ieth_rkey = load_be32(p + info.offset(kIeth));
 
   const size_t rest = bytes.size() - info.header_bytes;
   if (!info.payload) {
@@ -127,32 +127,32 @@ uint32_t write_transport_headers(const TransportHeaders& h, std::span<uint8_t> o
   write_bth(h.bth, p);
   const uint16_t hs = info.headers;
   if (hs & kDeth) {
-    uint8_t* q = p + header_offset(hs, kDeth);
+    uint8_t* q = p + info.offset(kDeth);
     store_be32(q, h.deth.qkey);
     store_be24(q + 5, h.deth.src_qp);
   }
-  if (hs & kXrcEth) store_be24(p + header_offset(hs, kXrcEth) + 1, h.xrc_srqn);
+  if (hs & kXrcEth) store_be24(p + info.offset(kXrcEth) + 1, h.xrc_srqn);
   if (hs & kReth) {
-    uint8_t* q = p + header_offset(hs, kReth);
+    uint8_t* q = p + info.offset(kReth);
     store_be64(q, h.reth.va);
     store_be32(q + 8, h.reth.rkey);
     store_be32(q + 12, h.reth.dma_length);
   }
   if (hs & kAtomicEth) {
-    uint8_t* q = p + header_offset(hs, kAtomicEth);
+    uint8_t* q = p + info.offset(kAtomicEth);
     store_be64(q, h.atomic.va);
     store_be32(q + 8, h.atomic.rkey);
     store_be64(q + 12, h.atomic.swap_add);
     store_be64(q + 20, h.atomic.compare);
   }
   if (hs & kAeth) {
-    uint8_t* q = p + header_offset(hs, kAeth);
+    uint8_t* q = p + info.offset(kAeth);
     q[0] = h.aeth.syndrome;
     store_be24(q + 1, h.aeth.msn);
   }
-  if (hs & kAtomicAckEth) store_be64(p + header_offset(hs, kAtomicAckEth), h.atomic_ack.original);
-  if (hs & kImmDt) store_be32(p + header_offset(hs, kImmDt), h.imm);
-  if (hs & kIeth) store_be32(p + header_offset(hs, kIeth), h.ieth_rkey);
+  if (hs & kAtomicAckEth) store_be64(p + info.offset(kAtomicAckEth), h.atomic_ack.original);
+  if (hs & kImmDt) store_be32(p + info.offset(kImmDt), h.imm);
+  if (hs & kIeth) store_be32(p + info.offset(kIeth), h.ieth_rkey);
   return info.header_bytes;
 }
 

@@ -116,6 +116,7 @@ TEST(WireOpcodeTable, HeaderSizesAddUp) {
       if (!info.has(s.h)) continue;
       // Each extension header starts where the previous one ends, in figure 9's order.
       EXPECT_EQ(header_offset(info.headers, s.h), next_offset);
+      EXPECT_EQ(info.offset(s.h), next_offset);  // the table's copy, which the codec reads
       next_offset += s.bytes;
       sum += s.bytes;
     }
