@@ -75,8 +75,8 @@ uint64_t ProgressEngine::packets_moved() const {
          c.rx_drop_not_roce;
 }
 
-Nanos ProgressEngine::pass(Nanos now, verbs::Device::PassScope scope) {
-  const Nanos next = dev_.progress(now, options_.budget, scope);
+Nanos ProgressEngine::pass(Nanos now, verbs::Device::PassScope scope, size_t budget) {
+  const Nanos next = dev_.progress(now, budget == 0 ? options_.budget : budget, scope);
   passes_.fetch_add(1, std::memory_order_relaxed);
   if (const uint64_t m = packets_moved(); m != seen_moved_) {
     seen_moved_ = m;
@@ -115,8 +115,15 @@ bool ProgressEngine::drive(bool app_polls) {
   }
   // After a post, send only: what has arrived is for the caller's next poll (or the thread), and
   // a receive call right after a send seldom finds anything yet.
-  const Nanos next =
+  Nanos next =
       pass(now, app_polls ? verbs::Device::PassScope::kFull : verbs::Device::PassScope::kSendOnly);
+  // A post's pass that left a little (a 1 MiB WRITE is the whole budget, and an ACK this side
+  // owed rides with it) finishes here beside a polling caller: a kick per message woke the thread
+  // onto a core two spinning programs hold (a WRITE rendezvous of 1 MiB through UCX took half as
+  // long again). Much left (a pipe of posts) still goes to the thread, which sends on while the
+  // program posts.
+  if (!app_polls && next <= now && app_driving(last_drive_.load(std::memory_order_relaxed), now))
+    next = pass(now, verbs::Device::PassScope::kSendOnly, kPostTailPackets);
   const bool acks_kept = dev_.acks_kept_by_last_pass();
   mu_.unlock();
   inline_passes_.fetch_add(1, std::memory_order_relaxed);

@@ -143,8 +143,9 @@ class ProgressEngine {
   // A deaf block() until `until`, with sleeping_ set so that a kick still wakes the thread.
   // Returns whether it timed out.
   bool sleep_beside_app(Nanos now, Nanos until);
-  // With mu_ held.
-  Nanos pass(Nanos now, verbs::Device::PassScope scope = verbs::Device::PassScope::kFull);
+  // With mu_ held. `budget` 0: options_.budget.
+  Nanos pass(Nanos now, verbs::Device::PassScope scope = verbs::Device::PassScope::kFull,
+             size_t budget = 0);
 
   verbs::Device& dev_;
   link::Link& link_;
@@ -157,6 +158,9 @@ class ProgressEngine {
   std::atomic<bool> sleeping_{false};
   std::atomic<Nanos> sleep_until_{0};  // the sleeping thread's timeout; 0 while awake
   static constexpr uint64_t kEmptySpinsPerYield = 8;
+  // The packets a post's second pass may send beside a polling caller before the rest goes to
+  // the thread (drive()): a message's tail and the responses owed, not a pipe of posts.
+  static constexpr size_t kPostTailPackets = 16;
   // The longest the thread sleeps when it found a caller's pass in progress: a bound on how late
   // a timer can be if that pass ended before the thread's sleep_until_ was visible to it.
   static constexpr Nanos kContendedSleepNs = 200'000;

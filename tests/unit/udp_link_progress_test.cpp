@@ -570,6 +570,69 @@ uint64_t nic_counter(const Nic& nic, const std::string& name) {
   return 0;
 }
 
+TEST(ProgressEngine, APostFinishesASmallTailItselfBesideAPollingProgram) {
+  // A 1 MiB WRITE is exactly a pass's budget, so the ACK this side owed left one packet behind,
+  // and the kick for it woke the thread onto a core two spinning programs hold, once a message.
+  // Beside a polling program a post now sends such a tail itself (up to 16 packets); more is the
+  // thread's (or the next poll's) as before, and a program that is not polling gets one pass.
+  ProgressOptions o = policy_options(0);
+  o.budget = 2;
+  ConnectedPair pair("127.77.69", o);
+  ASSERT_TRUE(pair.init.qp && pair.target.qp);
+  Side &init = pair.init, &target = pair.target;
+  ProgressEngine& e = *init.engine;  // no thread: only the calls below run passes
+  for (size_t i = 0; i < init.buf.size(); ++i) init.buf[i] = static_cast<uint8_t>(i * 5 + 3);
+  std::vector<transport::Sge> sges;
+  sges.reserve(8);
+  uint64_t next_id = 0;
+  auto write = [&](size_t bytes) {
+    sges.push_back({reinterpret_cast<uint64_t>(init.buf.data()), static_cast<uint32_t>(bytes),
+                    init.mr->lkey()});
+    transport::SendWr wr;
+    wr.wr_id = next_id++;
+    wr.opcode = transport::WrOpcode::kRdmaWrite;
+    wr.flags = transport::kSendSignaled;
+    wr.sg_list = {&sges.back(), 1};
+    wr.remote_addr = reinterpret_cast<uint64_t>(target.buf.data());
+    wr.rkey = target.mr->rkey();
+    EXPECT_EQ(init.qp->post_send(wr), 0);
+  };
+  auto sent = [&] { return init.nic->link().counters().tx_packets; };
+  e.drive(/*app_polls=*/true);  // the program polls its CQ
+  ProgressStats before = e.stats();
+  write(4 * 4096);  // 4 packets: the budget's 2, then a tail of 2
+  EXPECT_FALSE(e.posted(0));
+  EXPECT_EQ(sent(), 4u);
+  EXPECT_EQ(e.stats().passes, before.passes + 2);
+  before = e.stats();
+  write(16 * 4096);  // 32 packets: 2, then 16, and 14 left for the thread or the next poll
+  write(16 * 4096);
+  EXPECT_FALSE(e.posted(0));
+  EXPECT_EQ(sent(), 4u + 18);
+  EXPECT_EQ(e.stats().passes, before.passes + 2);
+  e.app_stopped_polling();
+  before = e.stats();
+  const uint64_t at = sent();
+  while (sent() < 4u + 32) e.drive();  // no program polls: a pass each, 2 packets each
+  EXPECT_EQ(e.stats().passes, before.passes + (4u + 32 - at) / 2);
+
+  std::vector<transport::Completion> done;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (done.size() < 3 && std::chrono::steady_clock::now() < deadline) {
+    target.engine->pump();
+    e.pump();
+    std::array<transport::Completion, 16> wc;
+    const size_t got = init.cq->poll(wc);
+    done.insert(done.end(), wc.begin(), wc.begin() + got);
+  }
+  ASSERT_EQ(done.size(), 3u);
+  for (size_t i = 0; i < done.size(); ++i) {
+    EXPECT_EQ(done[i].status, transport::WcStatus::kSuccess);
+    EXPECT_EQ(done[i].wr_id, i);
+  }
+  EXPECT_EQ(std::memcmp(target.buf.data(), init.buf.data(), init.buf.size()), 0);
+}
+
 TEST(ProgressEngine, APostIntoAFullPipeLeavesItsSendToTheNextPoll) {
   // perftest's ib_write_bw posts a WR per ibv_post_send; a pass per post made a send call per
   // 64 KiB message. With at least post_batch_packets unacknowledged and the program polling, a

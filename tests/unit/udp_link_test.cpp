@@ -2,7 +2,7 @@
 // can run in parallel (ctest -j) with each other and with end-to-end tests on 127.0.0.x.
 // The 127.77.N blocks the unit tests use, so that a new test takes a free one (two tests on one
 // address fail to bind, or one receives the other's packets, only when ctest happens to run them
-// together): this file 1, 2, 30-39, 56-58; udp_link_progress_test 40, 43-49, 54, 55, 67, 68;
+// together): this file 1, 2, 30-39, 56-58; udp_link_progress_test 40, 43-49, 54, 55, 67-69;
 // cm_gsi_test 41; udp_path_check_test 42; link_factory_test 50-53; hostile_peer_test 60-66;
 // link_share_test 200.
 #include "link/udp_link.h"
