@@ -10,6 +10,7 @@
 #include <chrono>
 #include <cstring>
 #include <memory>
+#include <numeric>
 #include <thread>
 #include <vector>
 
@@ -570,18 +571,32 @@ uint64_t nic_counter(const Nic& nic, const std::string& name) {
   return 0;
 }
 
+// Pumps both sides' engines until `init`'s CQ has given `n` completions, or 10 s have passed.
+std::vector<transport::Completion> pump_for_completions(Side& init, Side& target, size_t n) {
+  std::vector<transport::Completion> done;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (done.size() < n && std::chrono::steady_clock::now() < deadline) {
+    target.engine->pump();
+    init.engine->pump();
+    std::array<transport::Completion, 16> wc;
+    const size_t got = init.cq->poll(wc);
+    done.insert(done.end(), wc.begin(), wc.begin() + got);
+  }
+  return done;
+}
+
 TEST(ProgressEngine, APostFinishesASmallTailItselfBesideAPollingProgram) {
   // A 1 MiB WRITE is exactly a pass's budget, so the ACK this side owed left one packet behind,
   // and the kick for it woke the thread onto a core two spinning programs hold, once a message.
   // Beside a polling program a post now sends such a tail itself (up to 16 packets); more is the
   // thread's (or the next poll's) as before, and a program that is not polling gets one pass.
-  ProgressOptions o = policy_options(0);
-  o.budget = 2;
-  ConnectedPair pair("127.77.69", o);
+  ProgressOptions two_per_pass = policy_options(0);
+  two_per_pass.budget = 2;
+  ConnectedPair pair("127.77.69", two_per_pass);
   ASSERT_TRUE(pair.init.qp && pair.target.qp);
+  ProgressEngine& e = *pair.init.engine;  // no thread: only the calls below run passes
   Side &init = pair.init, &target = pair.target;
-  ProgressEngine& e = *init.engine;  // no thread: only the calls below run passes
-  for (size_t i = 0; i < init.buf.size(); ++i) init.buf[i] = static_cast<uint8_t>(i * 5 + 3);
+  std::iota(init.buf.begin(), init.buf.end(), uint8_t{3});
   std::vector<transport::Sge> sges;
   sges.reserve(8);
   uint64_t next_id = 0;
@@ -616,15 +631,7 @@ TEST(ProgressEngine, APostFinishesASmallTailItselfBesideAPollingProgram) {
   while (sent() < 4u + 32) e.drive();  // no program polls: a pass each, 2 packets each
   EXPECT_EQ(e.stats().passes, before.passes + (4u + 32 - at) / 2);
 
-  std::vector<transport::Completion> done;
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (done.size() < 3 && std::chrono::steady_clock::now() < deadline) {
-    target.engine->pump();
-    e.pump();
-    std::array<transport::Completion, 16> wc;
-    const size_t got = init.cq->poll(wc);
-    done.insert(done.end(), wc.begin(), wc.begin() + got);
-  }
+  const std::vector<transport::Completion> done = pump_for_completions(init, target, 3);
   ASSERT_EQ(done.size(), 3u);
   for (size_t i = 0; i < done.size(); ++i) {
     EXPECT_EQ(done[i].status, transport::WcStatus::kSuccess);
@@ -678,15 +685,7 @@ TEST(ProgressEngine, APostIntoAFullPipeLeavesItsSendToTheNextPoll) {
   EXPECT_FALSE(post(0));
   EXPECT_EQ(init.nic->link().counters().tx_packets, 18u);
 
-  std::vector<transport::Completion> done;
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (done.size() < kWrites + 1 && std::chrono::steady_clock::now() < deadline) {
-    target.engine->pump();
-    e.pump();
-    std::array<transport::Completion, 16> wc;
-    const size_t got = init.cq->poll(wc);
-    done.insert(done.end(), wc.begin(), wc.begin() + got);
-  }
+  const std::vector<transport::Completion> done = pump_for_completions(init, target, kWrites + 1);
   ASSERT_EQ(done.size(), kWrites + 1);
   for (size_t i = 0; i < done.size(); ++i) {
     EXPECT_EQ(done[i].status, transport::WcStatus::kSuccess);
