@@ -55,6 +55,28 @@ TEST(Uc, LostMiddlePacketDropsTheRestOfTheMessageAndTheWqeIsReused) {
   EXPECT_EQ(p.b.qp->counters().rx_dropped, 1u);
 }
 
+TEST(Uc, ALoneMessageIsHandedToTheLinkEvery64Packets) {
+  // UC acknowledges nothing, so "alone" is nothing posted behind it: the last of two large
+  // WRITEs posted together is split into 64-packet sends, the first is not.
+  QpConfig cfg;
+  cfg.path_mtu_bytes = 256;
+  Pair p(QpType::kUc, cfg);
+  auto& src = p.a.memory.add(130 * 256, 0);
+  Sge s{src.va, 130 * 256, src.key};
+  auto write = [&](uint64_t id) {
+    SendWr wr = make_wr(id, WrOpcode::kRdmaWrite, &s, 1);
+    wr.remote_addr = 0x1000;
+    wr.rkey = 1;
+    return p.a.qp->post_send(wr);
+  };
+  ASSERT_EQ(write(1), 0);
+  ASSERT_EQ(write(2), 0);
+  ASSERT_EQ(p.a.run(p.now), 260u);
+  const auto& out = p.a.out.packets;
+  for (size_t i = 0; i < out.size(); ++i)
+    EXPECT_EQ(out[i].flush_after, i == 130 + 63 || i == 130 + 127) << i;
+}
+
 TEST(Uc, WriteWithBadRkeyIsDroppedSilently) {
   Pair p(QpType::kUc);
   auto& src = p.a.memory.add(64, 0);
