@@ -4,7 +4,8 @@
 # addresses.
 #   rstream -C 100: non-blocking (its default: O_NONBLOCK, EAGAIN loops), blocking (-T b,
 #     MSG_WAITALL) and rpoll-driven (-T a) transfers, both sides reporting the exact sizes and
-#     counts; a verified run (-T v) checks every byte;
+#     counts; a verified run (-T v) checks every byte; blocking waits poll before they sleep
+#     (far fewer kicks of the progress thread than with UROCE_RSOCKET_SPIN_US=0);
 #   riostream -T v: riomap on both sides, riowrite into the peer's window, the receiver spinning
 #     on the last byte of its own buffer (no library call), every byte checked;
 #   rcopy: a 3 MB file copied (blocking rsend/rrecv) and compared;
@@ -63,6 +64,23 @@ stream_case rstream rstream_blocking "custom 97k 100 1 19m" -C 100 -S 100000 -T 
 stream_case rstream rstream_poll "custom 64k 100 1 12m" -C 100 -S 65536 -T a
 stream_case rstream rstream_verify "custom 1m 20 1 40m" -C 20 -S 1048576 -T v
 stream_case riostream riostream_verify "custom 64k 100 1 12m" -C 100 -S 65536 -T v
+
+# ---- a blocking wait polls before it sleeps ------------------------------------------------------
+# The same blocking transfers with UROCE_RSOCKET_SPIN_US=0 (arm the CQ and sleep at once) and with
+# the default poll first. Each sleep arms the CQ, which hands the packets to the progress thread
+# with a kick (engine_kicks_sent, both processes' UROCE_STATS): 2-3 per transfer without the
+# poll, about 0.1 with it (docs/cm.md, "rsockets").
+kicks() { awk '$1 ~ /[.]engine_kicks_sent$/ { n += $2 } END { print n + 0 }' "$1"; }
+for spin in 0 default; do
+  rm -f "$ABI_TMP/kicks.$spin"
+  export UROCE_STATS="$ABI_TMP/kicks.$spin"
+  [[ $spin == 0 ]] && export UROCE_RSOCKET_SPIN_US=0
+  stream_case rstream rstream_blocking_spin_$spin "custom 64k 1k 1 125m" -C 1000 -S 65536 -T b
+  unset UROCE_STATS UROCE_RSOCKET_SPIN_US
+done
+k0=$(kicks "$ABI_TMP/kicks.0") kd=$(kicks "$ABI_TMP/kicks.default")
+((k0 >= 1000 && kd * 4 < k0)) || abi_fail "blocking waits: $kd kicks with the poll, $k0 without"
+echo "ok   blocking rstream: $kd kicks of the progress thread with the poll before sleeping, $k0 without"
 
 # ---- rcopy: a file copied and compared ------------------------------------------------------------
 head -c 3000000 /dev/urandom >"$ABI_TMP/source.bin"

@@ -25,6 +25,7 @@
 #include <cerrno>
 #include <cstdarg>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <limits>
@@ -221,6 +222,27 @@ int64_t now_ns() {
 
 int64_t now_ms() {
   return now_ns() / 1'000'000;
+}
+
+// How long a wait polls the socket's CQ before it arms it and sleeps, as rdma-core's rsockets
+// polls for its polling_time: data or credits that arrive within it are taken by the waiting
+// thread's own polls (which run the NIC's work, docs/ibverbs.md) instead of through the progress
+// thread and a completion-channel wake-up, a context switch each way. UROCE_RSOCKET_SPIN_US
+// overrides (0: sleep at once).
+constexpr int64_t kDefaultSpinUs = 50;
+constexpr int64_t kMaxSpinUs = 1'000'000;
+
+int64_t spin_ns() {
+  static const int64_t ns = [] {
+    int64_t us = kDefaultSpinUs;
+    if (const char* v = std::getenv("UROCE_RSOCKET_SPIN_US"); v && *v) {
+      char* end = nullptr;
+      const long long n = std::strtoll(v, &end, 10);
+      if (end && *end == '\0' && n >= 0) us = std::min<int64_t>(n, kMaxSpinUs);
+    }
+    return us * 1000;
+  }();
+  return ns;
 }
 
 uint32_t window_of(const RSocket& s) {
@@ -535,6 +557,18 @@ void progress(RSocket& s) {
 // Sleeps until the socket's CQ or CM channel has news, or the deadline (-1: none). Called with
 // the socket's lock held; releases it while sleeping.
 void wait_news(RSocket& s, std::unique_lock<std::mutex>& lock, int timeout_ms) {
+  if (s.cq && timeout_ms != 0) {
+    // Each empty poll of the drop-in yields the CPU, and the lock is let go between polls so the
+    // socket's other threads get in.
+    const int64_t until =
+        now_ns() +
+        std::min<int64_t>(spin_ns(), timeout_ms > 0 ? timeout_ms * 1'000'000LL : INT64_MAX);
+    while (now_ns() < until) {
+      if (drain_cq(s) > 0) return;
+      lock.unlock();
+      lock.lock();
+    }
+  }
   pollfd fds[2];
   int n = 0;
   if (s.cq) {
@@ -1098,6 +1132,8 @@ int do_rpoll(pollfd* fds, nfds_t nfds, int timeout) {
   std::vector<pollfd> real;
   std::vector<std::shared_ptr<RSocket>> socks(nfds);
   for (nfds_t i = 0; i < nfds; ++i) socks[i] = fds[i].fd >= 0 ? lookup(fds[i].fd) : nullptr;
+  int64_t spin_until = 0;
+  const bool any_rsocket = std::any_of(socks.begin(), socks.end(), [](const auto& p) { return p; });
   for (;;) {
     int ready = 0;
     real.clear();
@@ -1126,6 +1162,9 @@ int do_rpoll(pollfd* fds, nfds_t nfds, int timeout) {
           if ((fds[where[k]].revents = normal[k].revents)) ++ready;
     }
     if (ready || timeout == 0) return ready;
+    // Poll before sleeping, as wait_news does: the look above ran each rsocket's CQ.
+    if (spin_until == 0) spin_until = now_ns() + (any_rsocket ? spin_ns() : 0);
+    if (now_ns() < spin_until && (timeout < 0 || now_ns() < deadline)) continue;
     timespec wait{};
     if (timeout > 0) {
       const int64_t left = deadline - now_ns();
