@@ -101,19 +101,38 @@ TEST(AbiFork, AChildAloneOnTheParentsAddressIsRefused) {
   End parent;
   open_end(parent, "uroce0");
   ASSERT_FALSE(HasFatalFailure());
+  // The child reports what it saw through a pipe, so a failure says which call and which errno.
+  int report[2];
+  ASSERT_EQ(pipe(report), 0);
   const pid_t child = fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
+    close(report[0]);
     errno = 0;
     ibv_context* ctx = open_device("uroce0");
-    if (ctx == nullptr) _exit(errno == EADDRINUSE ? 0 : 20);
-    ibv_pd* pd = ibv_alloc_pd(ctx);
-    _exit(pd == nullptr && errno == EADDRINUSE ? 0 : 21);
+    int seen[2] = {1, errno};  // {1: ibv_open_device failed, 2: ibv_alloc_pd returned, errno}
+    if (ctx != nullptr) {
+      errno = 0;
+      ibv_pd* pd = ibv_alloc_pd(ctx);
+      seen[0] = pd == nullptr ? 2 : 3;  // 3: ibv_alloc_pd succeeded
+      seen[1] = errno;
+    }
+    const bool told = write(report[1], seen, sizeof seen) == static_cast<ssize_t>(sizeof seen);
+    _exit(told ? 0 : 1);
   }
+  close(report[1]);
+  int seen[2] = {0, 0};
+  const ssize_t got = read(report[0], seen, sizeof seen);
+  close(report[0]);
   int status = 0;
   ASSERT_EQ(waitpid(child, &status, 0), child);
   ASSERT_TRUE(WIFEXITED(status));
-  EXPECT_EQ(WEXITSTATUS(status), 0) << "20: open failed with another errno; 21: no EADDRINUSE";
+  ASSERT_EQ(WEXITSTATUS(status), 0);
+  ASSERT_EQ(got, static_cast<ssize_t>(sizeof seen));
+  EXPECT_NE(seen[0], 3) << "the child allocated a PD on the parent's address";
+  EXPECT_EQ(seen[1], EADDRINUSE) << "stage " << seen[0]
+                                 << " (1: ibv_open_device, 2: ibv_alloc_pd) failed with errno "
+                                 << seen[1];
   // The parent's own objects are untouched.
   ibv_pd* pd = ibv_alloc_pd(parent.ctx);
   ASSERT_NE(pd, nullptr);
