@@ -89,6 +89,7 @@ void CompletionQueue::purge(uint32_t qpn) {
 
 int CompletionQueue::req_notify(bool solicited_only) {
   if (!channel_) return EINVAL;
+  ctx_.device().cq_notify_requests_.fetch_add(1, std::memory_order_relaxed);
   std::lock_guard lock(mu_);
   // A solicited-only request does not weaken an arm for "next" (IBA 11.4.2.2).
   if (solicited_only) {

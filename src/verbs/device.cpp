@@ -522,6 +522,7 @@ std::vector<Counter> Device::counters() const {
       {"link_rx_not_roce_drops", l.rx_drop_not_roce},
       {"link_tx_errors", l.tx_errors},
       {"progress_passes", progress_passes_.load()},
+      {"cq_notify_requests", cq_notify_requests_.load()},
       {"progress_qp_visits", progress_qp_visits_.load()},
       {"gsi_rx_mads", gsi_rx_.load()},
       {"gsi_rx_drops", gsi_rx_drops_.load()},

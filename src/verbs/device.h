@@ -253,8 +253,11 @@ class Device {
   std::atomic<uint64_t> rx_drop_qp_state_{0};
   std::atomic<uint64_t> progress_passes_{0};
   std::atomic<uint64_t> progress_qp_visits_{0};  // QP transmit turns, summed over passes
-  std::atomic<Nanos> last_pass_at_{0};           // the `now` of the latest progress() pass
-  ManagementAgent* agent_ = nullptr;             // guarded by quiesce_
+  // ibv_req_notify_cq calls on the device's CQs: how often programs went to sleep on a
+  // completion channel rather than finding their completions by polling.
+  std::atomic<uint64_t> cq_notify_requests_{0};
+  std::atomic<Nanos> last_pass_at_{0};  // the `now` of the latest progress() pass
+  ManagementAgent* agent_ = nullptr;    // guarded by quiesce_
   // Multicast groups with at least one QP attached, each joined on the link. Guarded by
   // quiesce_; at most attr.max_mcast_grp groups, max_mcast_qp_attach QPs each and
   // max_total_mcast_qp_attach in all (mcast_attachments_).

@@ -152,6 +152,25 @@ TEST(VerbsCq, SolicitedOnlyFiresOnSolicitedOrErrorCompletions) {
   EXPECT_EQ(ch->get_event().value(), cq.get());
 }
 
+// The device counts the arms (cq_notify_requests): how often programs slept on a channel.
+TEST(VerbsCq, NotifyRequestsAreCountedByTheDevice) {
+  FakeWorld w;
+  auto requests = [&] {
+    for (const Counter& c : w.device->counters())
+      if (c.name == "cq_notify_requests") return c.value;
+    ADD_FAILURE() << "no cq_notify_requests counter";
+    return uint64_t{0};
+  };
+  auto ch = std::move(w.ctx->create_comp_channel().value());
+  auto cq = std::move(w.ctx->create_cq(16, ch.get()).value());
+  auto unarmable = std::move(w.ctx->create_cq(16).value());
+  EXPECT_EQ(requests(), 0u);
+  ASSERT_EQ(cq->req_notify(false), 0);
+  ASSERT_EQ(cq->req_notify(true), 0);
+  ASSERT_EQ(unarmable->req_notify(false), EINVAL);  // refused: not counted
+  EXPECT_EQ(requests(), 2u);
+}
+
 TEST(VerbsCq, DestroyingACqDropsItsPendingChannelEvents) {
   FakeWorld w;
   auto ch = std::move(w.ctx->create_comp_channel().value());

@@ -1543,6 +1543,9 @@ UROCE_RSOCKET_EXPORT int rclose(int socket) {
     while (s->sq_outstanding && !s->reset && !s->peer_gone && now_ms() < deadline) {
       wait_news(*s, lock, int(std::max<int64_t>(1, deadline - now_ms())));
       drain_cq(*s);
+      // The peer's DISCONNECTED (it may close first) would otherwise stay on the event channel,
+      // and the wait above would return at once, again and again, until the deadline.
+      drain_cm(*s);
     }
     rdma_disconnect(s->id);
   }
