@@ -37,3 +37,18 @@ run atomic_lat atomic --lat -n 200
 # Other MTUs and a shallow queue move the same data.
 run write_mtu4096 write -m 4096 -s 3,4097,1M -n 20
 run send_mtu256_depth1 send -m 256 -t 1 -s 1000,65536 -n 20
+# Moderated completions (-Q, perftest's --cq-mod): a completion every N requests stands for the
+# ones before it; a count that is not a multiple of N still ends with a completion, and every
+# atomic's result is still checked.
+run write_cq_mod write -Q 16 -s 8,65536 -n 1001
+run read_cq_mod read -Q 8 -s 4096 -n 100
+run atomic_cq_mod atomic -Q 32 -n 2000
+start_server cq_mod_over_depth timeout 60 "$UROCE" bench --server --addr $SRV --port $PORT \
+  --accept-timeout 60
+rc=0
+timeout 60 "$UROCE" bench --client --addr $CLI --peer $SRV --port $PORT write -t 8 -Q 16 -n 10 \
+  >"$TMP/cq_mod_over_depth.log" 2>&1 || rc=$?
+wait "$SERVER_PID" || true  # the server sees the client go
+((rc == 1)) && grep -q "cq-mod 16 is more than the depth 8" "$TMP/cq_mod_over_depth.log" ||
+  fail "-Q over the depth: exit $rc, $(cat "$TMP/cq_mod_over_depth.log")"
+echo "ok: -Q over the depth is a setup error"

@@ -202,32 +202,38 @@ class Client {
     return p_.duration_ms ? start + Nanos{p_.duration_ms} * 1'000'000 : kNever;
   }
 
-  int post_one(uint64_t i) {
+  int post_one(uint64_t i, bool signaled = true) {
     switch (p_.test) {
       case BenchTest::kWrite:
-        return node_.post_write(i, 0, len(), region_);
+        return node_.post_write(i, 0, len(), region_, signaled);
       case BenchTest::kRead:
-        return node_.post_read(i, region_, len(), 0);
+        return node_.post_read(i, region_, len(), 0, signaled);
       case BenchTest::kSend:
-        return node_.post_send(i, 0, len());
+        return node_.post_send(i, 0, len(), signaled);
       case BenchTest::kAtomic:
-        return node_.post_fetch_add(i, region_ + (i % p_.depth) * 8, region_, 1);
+        return node_.post_fetch_add(i, region_ + (i % p_.depth) * 8, region_, 1, signaled);
     }
     return EINVAL;
   }
 
   // Atomics: fetch-and-add of 1 from 0 returns each value below the count exactly once.
-  int check_atomic(const Completion& wc) {
+  int check_atomic(uint64_t wr_id) {
     if (!p_.verify) return kOk;
     uint64_t v;
-    std::memcpy(&v, node_.buffer().data() + region_ + (wc.wr_id % p_.depth) * 8, 8);
+    std::memcpy(&v, node_.buffer().data() + region_ + (wr_id % p_.depth) * 8, 8);
     if (v >= seen_.size() || seen_[v])
-      return fail(kVerify, "atomic {} returned {}, which is out of range or repeated", wc.wr_id, v);
+      return fail(kVerify, "atomic {} returned {}, which is out of range or repeated", wr_id, v);
     seen_[v] = true;
     return kOk;
   }
 
   int bandwidth(StepOutcome& out) {
+    // Every cq_mod-th request asks for a completion, and the last: a completion stands for every
+    // request before it (a send queue completes in order).
+    const uint64_t mod = o_.cq_mod;
+    if (mod > p_.depth)
+      return fail(kSetup, "--cq-mod {} is more than the depth {}: nothing would complete", mod,
+                  p_.depth);
     uint64_t goal = target(), posted = 0, completed = 0;
     if (p_.test == BenchTest::kAtomic && p_.verify) seen_.assign(p_.duration_ms ? 0 : goal, false);
     std::vector<uint64_t> done;
@@ -243,7 +249,8 @@ class Client {
     low_mbps_ = UINT64_MAX;
     while (completed < posted || posted < goal) {
       Nanos now = monotonic_ns();
-      if (now >= end) goal = posted;
+      // The run ends at the next request that asks for a completion.
+      if (now >= end) goal = std::min(goal, (posted + mod - 1) / mod * mod);
       if (now >= peek_at) {
         low_mbps_ = std::min(low_mbps_, find_counter(node_.qp_counters(), "rp_rate_mbps"));
         peek_at = now + 1'000'000;
@@ -257,7 +264,8 @@ class Client {
       while (posted < goal && posted - completed < p_.depth) {
         if (p_.test == BenchTest::kAtomic && p_.verify && posted >= seen_.size())
           seen_.resize(std::max<size_t>(1024, seen_.size() * 2), false);
-        if (int err = post_one(posted))
+        const bool signaled = (posted + 1) % mod == 0 || posted + 1 == goal;
+        if (int err = post_one(posted, signaled))
           return fail(kWrFailed, "post {} failed: {}", posted, std::strerror(err));
         ++posted;
       }
@@ -266,10 +274,14 @@ class Client {
       now = monotonic_ns();
       for (size_t i = 0; i < n; ++i) {
         if (wc[i].status != WcStatus::kSuccess) return report_wc_error(node_, wc[i], o_);
-        if (p_.test == BenchTest::kAtomic)
-          if (int rc = check_atomic(wc[i])) return rc;
-        done.push_back(now);
-        ++completed;
+        if (wc[i].wr_id < completed || wc[i].wr_id >= posted)
+          return fail(kVerify, "completion of request {} out of order ({} of {} done)", wc[i].wr_id,
+                      completed, posted);
+        for (; completed <= wc[i].wr_id; ++completed) {
+          if (p_.test == BenchTest::kAtomic)
+            if (int rc = check_atomic(completed)) return rc;
+          done.push_back(now);
+        }
         last = now;
       }
       if (n == 0 && now - last > Nanos(o_.stall_timeout_s) * 1'000'000'000)
@@ -300,7 +312,7 @@ class Client {
         } else {
           --outstanding;
           if (p_.test == BenchTest::kAtomic)
-            if (int rc = check_atomic(wc[i])) return rc;
+            if (int rc = check_atomic(wc[i].wr_id)) return rc;
         }
         last = monotonic_ns();
       }
@@ -615,6 +627,7 @@ RunInfo run_info(const BenchOptions& o, Node& node, const ConnInfo& remote) {
   info.device = node.device_name() + " (" + o.address + ")";
   info.mtu = o.params.mtu;
   info.depth = o.params.depth;
+  info.cq_mod = o.params.mode == BenchMode::kBandwidth ? o.cq_mod : 1;
   info.verify = o.params.verify;
   ConnInfo l = node.local_info();
   info.local = {l.qpn, l.psn, l.rkey, l.addr, gid_to_string(l.gid)};

@@ -21,7 +21,10 @@ struct BenchOptions {
   uint8_t rnr_retry = 7;
   int accept_timeout_s = 60;
   int stall_timeout_s = 30;  // no completion for this long ends the run (a hang guard)
-  std::string json_path;     // "-" = stdout instead of the table
+  // Client, bandwidth: ask for a completion on every cq_mod-th request only (perftest's
+  // --cq-mod); a completion then stands for the requests before it too. At most the depth.
+  uint32_t cq_mod = 1;
+  std::string json_path;  // "-" = stdout instead of the table
   std::string pcap_path;
   std::string link = "udp";    // link::parse_link_kind: udp | raw | xdp
   bool roce_v1 = false;        // raw link: send RoCE v1 frames

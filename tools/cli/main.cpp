@@ -113,6 +113,10 @@ void add_bench(CLI::App& app, BenchCli& b) {
   c->add_option("--interval", b.o.interval_s,
                 "client, bandwidth: print Gb/s and the DCQCN rate every N seconds (e.g. 0.1)")
       ->check(CLI::Range(0.001, 3600.0));
+  c->add_option("-Q,--cq-mod", b.o.cq_mod,
+                "client, bandwidth: a completion every N requests, as perftest's --cq-mod "
+                "(default 1: every request; at most --depth)")
+      ->check(CLI::Range(1, 4096));
   c->add_option("--accept-timeout", b.o.accept_timeout_s, "seconds to wait for the peer")
       ->default_val(60);
   c->add_option("--stall-timeout", b.o.stall_timeout_s,

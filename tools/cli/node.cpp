@@ -150,24 +150,25 @@ int Node::post_write(uint64_t wr_id, uint64_t offset, uint32_t length, uint64_t 
   return qp_->post_send(wr);
 }
 
-int Node::post_read(uint64_t wr_id, uint64_t offset, uint32_t length, uint64_t remote_offset) {
+int Node::post_read(uint64_t wr_id, uint64_t offset, uint32_t length, uint64_t remote_offset,
+                    bool signaled) {
   Sge sge{mr_->iova() + offset, length, mr_->lkey()};
   SendWr wr;
   wr.wr_id = wr_id;
   wr.opcode = WrOpcode::kRdmaRead;
-  wr.flags = kSendSignaled;
+  wr.flags = signaled ? uint32_t{kSendSignaled} : 0u;
   wr.sg_list = {&sge, length ? 1u : 0u};
   wr.remote_addr = remote_.addr + remote_offset;
   wr.rkey = remote_.rkey;
   return qp_->post_send(wr);
 }
 
-int Node::post_send(uint64_t wr_id, uint64_t offset, uint32_t length) {
+int Node::post_send(uint64_t wr_id, uint64_t offset, uint32_t length, bool signaled) {
   Sge sge{mr_->iova() + offset, length, mr_->lkey()};
   SendWr wr;
   wr.wr_id = wr_id;
   wr.opcode = WrOpcode::kSend;
-  wr.flags = kSendSignaled;
+  wr.flags = signaled ? uint32_t{kSendSignaled} : 0u;
   wr.sg_list = {&sge, length ? 1u : 0u};
   return qp_->post_send(wr);
 }
@@ -180,12 +181,13 @@ int Node::post_recv(uint64_t wr_id, uint64_t offset, uint32_t length) {
   return qp_->post_recv(wr);
 }
 
-int Node::post_fetch_add(uint64_t wr_id, uint64_t offset, uint64_t remote_offset, uint64_t add) {
+int Node::post_fetch_add(uint64_t wr_id, uint64_t offset, uint64_t remote_offset, uint64_t add,
+                         bool signaled) {
   Sge sge{mr_->iova() + offset, 8, mr_->lkey()};
   SendWr wr;
   wr.wr_id = wr_id;
   wr.opcode = WrOpcode::kAtomicFetchAdd;
-  wr.flags = kSendSignaled;
+  wr.flags = signaled ? uint32_t{kSendSignaled} : 0u;
   wr.sg_list = {&sge, 1};
   wr.remote_addr = remote_.addr + remote_offset;
   wr.rkey = remote_.rkey;

@@ -58,10 +58,12 @@ class Node {
   // to the peer's buffer. 0, or the errno post_send returned.
   int post_write(uint64_t wr_id, uint64_t offset, uint32_t length, uint64_t remote_offset,
                  bool signaled = true);
-  int post_read(uint64_t wr_id, uint64_t offset, uint32_t length, uint64_t remote_offset);
-  int post_send(uint64_t wr_id, uint64_t offset, uint32_t length);
+  int post_read(uint64_t wr_id, uint64_t offset, uint32_t length, uint64_t remote_offset,
+                bool signaled = true);
+  int post_send(uint64_t wr_id, uint64_t offset, uint32_t length, bool signaled = true);
   int post_recv(uint64_t wr_id, uint64_t offset, uint32_t length);
-  int post_fetch_add(uint64_t wr_id, uint64_t offset, uint64_t remote_offset, uint64_t add);
+  int post_fetch_add(uint64_t wr_id, uint64_t offset, uint64_t remote_offset, uint64_t add,
+                     bool signaled = true);
 
   // One pass of the NIC; returns the next time it has work (kNever when idle).
   Nanos pump() { return nic_->engine().pump(); }

@@ -27,6 +27,7 @@ std::string format_header(const RunInfo& info) {
   s += fmt::format(" Connection type: RC               Mtu            : {}[B]\n", info.mtu);
   s += fmt::format(" TX depth       : {:<16} Data verified  : {}\n", info.depth,
                    info.verify ? "ON" : "OFF");
+  if (info.cq_mod > 1) s += fmt::format(" CQ Moderation  : {}\n", info.cq_mod);
   s += format_rule();
   auto side = [](const char* who, const RunInfo::Side& x) {
     return fmt::format(
@@ -177,6 +178,7 @@ void json_run_info(Json& j, const RunInfo& info) {
       .field("device", info.device)
       .field("mtu", uint64_t{info.mtu})
       .field("depth", uint64_t{info.depth})
+      .field("cq_mod", uint64_t{info.cq_mod})
       .field("verify", info.verify);
   auto side = [&](const char* k, const RunInfo::Side& s) {
     j.begin_object(k)

@@ -17,6 +17,7 @@ struct RunInfo {
   std::string device;
   uint32_t mtu = 0;
   uint32_t depth = 0;
+  uint32_t cq_mod = 1;  // bandwidth: a completion every cq_mod requests
   bool verify = true;
   struct Side {
     uint32_t qpn = 0;
