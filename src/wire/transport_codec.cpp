@@ -122,16 +122,22 @@ uint32_t write_transport_headers(const TransportHeaders& h, std::span<uint8_t> o
   const OpcodeInfo& info = opcode_info(h.bth.opcode);
   UROCE_CHECK(info.valid());
   UROCE_CHECK(out.size() >= info.header_bytes);
+  // Every byte of the headers is stored below, the reserved ones as zeros: `out` may hold an
+  // earlier packet's headers (TxPacket::clear keeps them), and a memset per packet costs a call.
   uint8_t* p = out.data();
-  std::memset(p, 0, info.header_bytes);
   write_bth(h.bth, p);
   const uint16_t hs = info.headers;
   if (hs & kDeth) {
     uint8_t* q = p + info.offset(kDeth);
     store_be32(q, h.deth.qkey);
+    q[4] = 0;
     store_be24(q + 5, h.deth.src_qp);
   }
-  if (hs & kXrcEth) store_be24(p + info.offset(kXrcEth) + 1, h.xrc_srqn);
+  if (hs & kXrcEth) {
+    uint8_t* q = p + info.offset(kXrcEth);
+    q[0] = 0;
+    store_be24(q + 1, h.xrc_srqn);
+  }
   if (hs & kReth) {
     uint8_t* q = p + info.offset(kReth);
     store_be64(q, h.reth.va);
@@ -153,6 +159,8 @@ uint32_t write_transport_headers(const TransportHeaders& h, std::span<uint8_t> o
   if (hs & kAtomicAckEth) store_be64(p + info.offset(kAtomicAckEth), h.atomic_ack.original);
   if (hs & kImmDt) store_be32(p + info.offset(kImmDt), h.imm);
   if (hs & kIeth) store_be32(p + info.offset(kIeth), h.ieth_rkey);
+  if (hs & kCnpReserved)
+    std::memset(p + info.offset(kCnpReserved), 0, header_bytes_of(kCnpReserved));
   return info.header_bytes;
 }
 

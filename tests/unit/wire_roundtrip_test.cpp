@@ -430,6 +430,25 @@ TEST(WireHeaders, BthBitsAtTheirOffsets) {
   EXPECT_TRUE(std::equal(want.begin(), want.end(), out.begin()));
 }
 
+// A builder writes into a TxPacket's header room that still holds the last packet's bytes: every
+// byte of every opcode's headers, reserved ones included, is the same whatever was there.
+TEST(WireHeaders, EveryHeaderByteIsWrittenWhateverTheBufferHeld) {
+  int opcodes = 0;
+  for (int code = 0; code < 256; ++code) {
+    const OpcodeInfo& info = opcode_info(static_cast<uint8_t>(code));
+    if (!info.valid()) continue;
+    ++opcodes;
+    const TransportHeaders h = sample_headers(static_cast<uint8_t>(code));
+    std::array<uint8_t, kMaxTransportHeaderBytes> zeros{}, ones{};
+    ones.fill(0xff);
+    ASSERT_EQ(write_transport_headers(h, zeros), info.header_bytes);
+    ASSERT_EQ(write_transport_headers(h, ones), info.header_bytes);
+    EXPECT_TRUE(std::equal(zeros.begin(), zeros.begin() + info.header_bytes, ones.begin()))
+        << info.name;
+  }
+  EXPECT_EQ(opcodes, 61);  // RC 23, UC 12, UD 2, XRC 23 and the CNP
+}
+
 // The receive path parses every packet into one kept TransportPacket: a packet without an
 // extension header must not inherit the last packet's.
 TEST(WireRoundTrip, ParseIntoResetsWhatTheOpcodeLacks) {
