@@ -104,10 +104,6 @@ struct KeyTable::NewVersion {
 
 // Keys of one slot differ by generation; the lkey and rkey of one MR differ in the low bit. The
 // salt makes keys differ between devices and from plain sequence numbers.
-uint8_t KeyTable::tag(uint8_t generation, bool remote) const {
-  return static_cast<uint8_t>((generation * 2 + (remote ? 1 : 0)) ^ salt_);
-}
-
 Result<uint32_t> KeyTable::take_slot() {
   const uint32_t n = static_cast<uint32_t>(slots_.size());
   // Next-fit over the slots: a freed slot is reused last, so a dead key's slot changes tag as
@@ -250,9 +246,10 @@ uint32_t KeyTable::in_use() const {
 }
 
 // Every rule of IBA 10.6.3 (C10-17 .. C10-23) in one place, on one slot.
-Result<uint8_t*, KeyError> KeyTable::check_slot(const Slot& s, bool remote, uint32_t key,
-                                                const void* pd, uint64_t addr, uint32_t length,
-                                                uint32_t access, uint32_t qpn) const {
+inline Result<uint8_t*, KeyError> KeyTable::check_slot(const Slot& s, bool remote, uint32_t key,
+                                                       const void* pd, uint64_t addr,
+                                                       uint32_t length, uint32_t access,
+                                                       uint32_t qpn) const {
   if (!s.live) return Err(KeyError::kNoSuchKey);
   if (s.kind == Kind::kMr) {
     // A key whose tag does not match is a dead key of an earlier registration of this slot, or

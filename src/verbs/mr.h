@@ -118,11 +118,15 @@ class KeyTable {
   };
   static thread_local Snapshot snapshot_;
   struct NewVersion;  // takes a new version when a changing call leaves its critical section
-  uint8_t tag(uint8_t generation, bool remote) const;
-  // The checks of check() on one slot, except the on-demand page probe.
-  Result<uint8_t*, KeyError> check_slot(const Slot& s, bool remote, uint32_t key, const void* pd,
-                                        uint64_t addr, uint32_t length, uint32_t access,
-                                        uint32_t qpn) const;
+  uint8_t tag(uint8_t generation, bool remote) const {
+    return static_cast<uint8_t>((generation * 2 + (remote ? 1 : 0)) ^ salt_);
+  }
+  // The checks of check() on one slot, except the on-demand page probe. Inlined into check(),
+  // which runs for every packet that names a key.
+  [[gnu::always_inline]] Result<uint8_t*, KeyError> check_slot(const Slot& s, bool remote,
+                                                               uint32_t key, const void* pd,
+                                                               uint64_t addr, uint32_t length,
+                                                               uint32_t access, uint32_t qpn) const;
   Result<uint32_t> take_slot();  // a free slot's index, made live with a new generation
   void unbind(Slot& window);
   mutable DeviceMutex mu_;
