@@ -3,7 +3,8 @@
 # its own uroce device, with UCX allowed only verbs transports: rc_verbs (with ud_verbs for
 # wire-up) and then ud_verbs alone, plus `self` within a rank. Every byte is checked both ways
 # (8 B to 4 MiB), and uroce's counters (UROCE_STATS) must show that each rank received at least
-# all the payload over its device. "loopback" puts the ranks on 127.0.41.x; "netns" in two
+# all the payload over its device. "loopback" puts the ranks on 127.0.45.x (e2e.bench_loopback has
+# 127.0.41.x; ctest runs them side by side); "netns" in two
 # network namespaces joined by a veth pair (198.18.41.0/30).
 set -uo pipefail
 HERE=$(dirname "$0")
@@ -29,7 +30,7 @@ for ((size = 8; size <= 4194304; size = size < 16 ? 16 : size * 4)); do
   payload=$((payload + ITERS * size))
 done
 
-A=127.0.41.1 B=127.0.41.2 WRAP_A=() WRAP_B=()
+A=127.0.45.1 B=127.0.45.2 WRAP_A=() WRAP_B=()
 if [[ $WHERE == netns ]]; then
   fail() { abi_fail "$@"; }
   cleanup_bench() { abi_cleanup; }
