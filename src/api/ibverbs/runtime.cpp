@@ -13,10 +13,14 @@
 #include <utility>
 #include <vector>
 
+#include "api/env.h"
 #include "api/ibverbs/config.h"
 
 namespace uroce::abi {
 namespace {
+
+using api::count_from_env;
+using api::ns_from_env;
 
 std::mutex runtimes_mu;
 std::map<const Device*, std::weak_ptr<Runtime>> runtimes;
@@ -38,34 +42,11 @@ constexpr uint64_t kDefaultAppDrivingUs = 200;
 // that stops polling without arming a CQ, far below the transport's ACK timeouts.
 // UROCE_APP_DRIVING_MAX_US overrides (at most UROCE_APP_DRIVING_US: no growth).
 constexpr uint64_t kDefaultAppDrivingMaxUs = 3200;
-constexpr uint64_t kMaxEnvUs = 1'000'000;
 // A post into a QP with this many request packets unacknowledged leaves its transmission to the
 // program's next poll (ProgressOptions::post_batch_packets; 0 disables). UROCE_POST_BATCH
 // overrides.
 constexpr uint64_t kDefaultPostBatchPackets = 64;
 constexpr uint64_t kMaxPostBatchPackets = 1u << 20;
-
-// A count from the environment, capped at `cap`.
-uint64_t count_from_env(const char* name, uint64_t default_value, uint64_t cap) {
-  uint64_t n = default_value;
-  if (const char* s = std::getenv(name); s && *s) {
-    char* end = nullptr;
-    unsigned long long v = std::strtoull(s, &end, 10);
-    if (end && *end == '\0') n = v < cap ? v : cap;
-  }
-  return n;
-}
-
-// A microsecond count from the environment, capped at kMaxEnvUs, in nanoseconds.
-uint64_t ns_from_env(const char* name, uint64_t default_us) {
-  uint64_t us = default_us;
-  if (const char* s = std::getenv(name); s && *s) {
-    char* end = nullptr;
-    unsigned long long v = std::strtoull(s, &end, 10);
-    if (end && *end == '\0') us = v < kMaxEnvUs ? v : kMaxEnvUs;
-  }
-  return us * 1000;
-}
 
 // UROCE_LINK=udp|raw|xdp: the link every device of this process opens (docs/links.md). `raw` and
 // `xdp` (root, an Ethernet interface holding the address) can send RoCE v1, the GID table's

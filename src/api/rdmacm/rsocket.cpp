@@ -25,7 +25,6 @@
 #include <cerrno>
 #include <cstdarg>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <limits>
@@ -35,6 +34,7 @@
 #include <optional>
 #include <vector>
 
+#include "api/env.h"
 #include "api/rdmacm/rsocket_credits.h"
 
 #define UROCE_RSOCKET_EXPORT extern "C" __attribute__((visibility("default")))
@@ -229,19 +229,11 @@ int64_t now_ms() {
 // thread's own polls (which run the NIC's work, docs/ibverbs.md) instead of through the progress
 // thread and a completion-channel wake-up, a context switch each way. UROCE_RSOCKET_SPIN_US
 // overrides (0: sleep at once).
-constexpr int64_t kDefaultSpinUs = 50;
-constexpr int64_t kMaxSpinUs = 1'000'000;
+constexpr uint64_t kDefaultSpinUs = 50;
 
 int64_t spin_ns() {
-  static const int64_t ns = [] {
-    int64_t us = kDefaultSpinUs;
-    if (const char* v = std::getenv("UROCE_RSOCKET_SPIN_US"); v && *v) {
-      char* end = nullptr;
-      const long long n = std::strtoll(v, &end, 10);
-      if (end && *end == '\0' && n >= 0) us = std::min<int64_t>(n, kMaxSpinUs);
-    }
-    return us * 1000;
-  }();
+  static const int64_t ns =
+      static_cast<int64_t>(uroce::api::ns_from_env("UROCE_RSOCKET_SPIN_US", kDefaultSpinUs));
   return ns;
 }
 
@@ -462,12 +454,8 @@ void on_stream_completion(RSocket& s, const ibv_wc& wc) {
 void on_dgram_completion(RSocket& s, const ibv_wc& wc);
 
 // Returns the number of completions handled.
-int drain_cq(RSocket& s) {
-  if (!s.cq) return 0;
-  // Consume completion-channel events so its fd is quiet until the next armed completion.
-  ibv_cq* ev_cq;
-  void* ev_ctx;
-  while (ibv_get_cq_event(s.cc, &ev_cq, &ev_ctx) == 0) ibv_ack_cq_events(ev_cq, 1);
+// Hands the CQ's completions to the socket; returns how many.
+int take_completions(RSocket& s) {
   ibv_wc wc[16];
   int handled = 0;
   for (;;) {
@@ -483,6 +471,15 @@ int drain_cq(RSocket& s) {
     if (n < 16) break;  // drained: another (empty) poll would only yield the CPU
   }
   return handled;
+}
+
+int drain_cq(RSocket& s) {
+  if (!s.cq) return 0;
+  // Consume completion-channel events so its fd is quiet until the next armed completion.
+  ibv_cq* ev_cq;
+  void* ev_ctx;
+  while (ibv_get_cq_event(s.cc, &ev_cq, &ev_ctx) == 0) ibv_ack_cq_events(ev_cq, 1);
+  return take_completions(s);
 }
 
 void drain_cm(RSocket& s) {
@@ -559,12 +556,13 @@ void progress(RSocket& s) {
 void wait_news(RSocket& s, std::unique_lock<std::mutex>& lock, int timeout_ms) {
   if (s.cq && timeout_ms != 0) {
     // Each empty poll of the drop-in yields the CPU, and the lock is let go between polls so the
-    // socket's other threads get in.
+    // socket's other threads get in. The CQ is not armed meanwhile, so the channel has no event
+    // to read: the polls alone, without drain_cq's system calls on the channel's fd.
     const int64_t until =
         now_ns() +
         std::min<int64_t>(spin_ns(), timeout_ms > 0 ? timeout_ms * 1'000'000LL : INT64_MAX);
     while (now_ns() < until) {
-      if (drain_cq(s) > 0) return;
+      if (take_completions(s) > 0) return;
       lock.unlock();
       lock.lock();
     }
