@@ -32,11 +32,6 @@ inline constexpr uint32_t kBthBytes = 12;
 inline constexpr uint32_t kIcrcBytes = 4;
 inline constexpr uint16_t kRoceV2Port = 4791;
 
-constexpr uint32_t header_bytes_of(Header which) {
-  for (int i = 0; i < kHeaderCount; ++i)
-    if ((1u << i) == which) return kHeaderBytes[i];
-  return 0;
-}
 constexpr uint32_t header_offset(uint16_t present, Header which) {
   uint32_t off = kBthBytes;
   for (int i = 0; i < kHeaderCount && (1u << i) != which; ++i)

@@ -159,8 +159,8 @@ uint32_t write_transport_headers(const TransportHeaders& h, std::span<uint8_t> o
   if (hs & kAtomicAckEth) store_be64(p + info.offset(kAtomicAckEth), h.atomic_ack.original);
   if (hs & kImmDt) store_be32(p + info.offset(kImmDt), h.imm);
   if (hs & kIeth) store_be32(p + info.offset(kIeth), h.ieth_rkey);
-  if (hs & kCnpReserved)
-    std::memset(p + info.offset(kCnpReserved), 0, header_bytes_of(kCnpReserved));
+  if (hs & kCnpReserved)  // the last header: its bytes run to the end
+    std::memset(p + info.offset(kCnpReserved), 0, info.header_bytes - info.offset(kCnpReserved));
   return info.header_bytes;
 }
 
