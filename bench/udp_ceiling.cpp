@@ -5,6 +5,8 @@
 //   single  one datagram per sendto/recvfrom
 //   mmsg    sendmmsg/recvmmsg, 64 datagrams per call
 //   gso     UDP_SEGMENT sends of up to 64 segments, UDP_GRO receives
+//   gso-zerocopy  gso with MSG_ZEROCOPY sends (SO_ZEROCOPY; the completions read from the error
+//           queue, and the count of sends the kernel copied after all reported on stderr)
 //   link-*  the same traffic through uroce's UdpLink (RC WRITE MIDDLE packets of the same
 //           datagram size, ICRC built and checked), with the same choice of batching;
 //           link-gso-gather is link-gso with the kernel gathering each packet's pieces from an
@@ -15,11 +17,13 @@
 // Throughput is what the receiver got (datagrams lost to a full receive buffer do not count).
 //
 // Usage: udp_ceiling [--mode M] [--size BYTES] [--seconds S] [--a ADDR] [--b ADDR]
-//   M: single | mmsg | gso | link-single | link-mmsg | link-gso | link-gso-gather | pingpong |
+//   M: single | mmsg | gso | gso-zerocopy | link-single | link-mmsg | link-gso | link-gso-gather |
+//   pingpong |
 //      link-pingpong
 // Prints one line: "udp_ceiling mode=... size=... gbps=... mpps=..." (ping-pongs: "half_rtt_us=...
 // half_rtt_median_us=... half_rtt_p99_us=...", the mean, median and 99th percentile).
 #include <arpa/inet.h>
+#include <linux/errqueue.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
 #include <poll.h>
@@ -29,6 +33,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -120,6 +125,31 @@ void report_pingpong(const Args& a, double secs, std::vector<double>& rtt_us) {
 
 // ---- Raw UDP -------------------------------------------------------------------------------
 
+// MSG_ZEROCOPY completions: each notification on the error queue covers a range of sends, and
+// says whether the kernel copied the data after all (SO_EE_CODE_ZEROCOPY_COPIED: on loopback and
+// other local delivery it must, docs/performance.md).
+struct ZerocopyCompletions {
+  uint64_t sends = 0, copied = 0;
+  void drain(int fd) {
+    for (;;) {
+      alignas(cmsghdr) char control[CMSG_SPACE(sizeof(sock_extended_err)) + 64];
+      msghdr m{};
+      m.msg_control = control;
+      m.msg_controllen = sizeof control;
+      if (::recvmsg(fd, &m, MSG_ERRQUEUE | MSG_DONTWAIT) < 0) return;
+      for (cmsghdr* c = CMSG_FIRSTHDR(&m); c != nullptr; c = CMSG_NXTHDR(&m, c)) {
+        if (c->cmsg_level != SOL_IP || c->cmsg_type != IP_RECVERR) continue;
+        sock_extended_err e;
+        std::memcpy(&e, CMSG_DATA(c), sizeof e);
+        if (e.ee_origin != SO_EE_ORIGIN_ZEROCOPY) continue;
+        const uint64_t n = uint64_t{e.ee_data} - e.ee_info + 1;  // sends ee_info..ee_data
+        sends += n;
+        if (e.ee_code & SO_EE_CODE_ZEROCOPY_COPIED) copied += n;
+      }
+    }
+  }
+};
+
 void raw_sender(const Args& a, std::atomic<bool>& stop) {
   const int fd = udp_socket(a.a, 0);
   const sockaddr_in to = addr_of(a.b, kPort);
@@ -150,20 +180,41 @@ void raw_sender(const Args& a, std::atomic<bool>& stop) {
   c->cmsg_len = CMSG_LEN(sizeof(uint16_t));
   const uint16_t gso_size = static_cast<uint16_t>(a.size);
   std::memcpy(CMSG_DATA(c), &gso_size, sizeof gso_size);
+  const bool zerocopy = a.mode == "gso-zerocopy";
+  if (zerocopy) {
+    const int one = 1;
+    if (setsockopt(fd, SOL_SOCKET, SO_ZEROCOPY, &one, sizeof one) != 0) die("SO_ZEROCOPY");
+  }
+  ZerocopyCompletions done;
   while (!stop.load(std::memory_order_relaxed)) {
     if (a.mode == "single") {
       ::sendto(fd, data.data(), a.size, 0, reinterpret_cast<const sockaddr*>(&to), sizeof to);
     } else if (a.mode == "mmsg") {
       ::sendmmsg(fd, msgs.data(), kBatch, 0);
-    } else if (::sendmsg(fd, &gso, 0) < 0) {
-      die("sendmsg with UDP_SEGMENT");
+    } else if (!zerocopy) {
+      if (::sendmsg(fd, &gso, 0) < 0) die("sendmsg with UDP_SEGMENT");
+    } else {
+      // The payload never changes, so a buffer still pinned by the kernel may be sent again; a
+      // real sender would have to wait for its completion first. ENOBUFS: the completions are
+      // behind (the socket's option memory is full), read them and send again.
+      while (::sendmsg(fd, &gso, MSG_ZEROCOPY) < 0) {
+        if (errno != ENOBUFS) die("sendmsg with MSG_ZEROCOPY");
+        done.drain(fd);
+      }
+      done.drain(fd);
     }
+  }
+  if (zerocopy) {
+    done.drain(fd);
+    std::fprintf(stderr, "udp_ceiling: %llu zerocopy sends completed, %llu of them copied\n",
+                 static_cast<unsigned long long>(done.sends),
+                 static_cast<unsigned long long>(done.copied));
   }
   ::close(fd);
 }
 
 uint64_t raw_receiver(const Args& a, int fd, std::atomic<bool>& stop, double& secs) {
-  const bool gro = a.mode == "gso";
+  const bool gro = a.mode == "gso" || a.mode == "gso-zerocopy";
   const size_t buf_bytes = gro ? 65536 : a.size;
   std::vector<uint8_t> bufs(buf_bytes * kBatch);
   std::vector<mmsghdr> msgs(kBatch);
@@ -203,7 +254,7 @@ uint64_t raw_receiver(const Args& a, int fd, std::atomic<bool>& stop, double& se
 
 void raw_throughput(const Args& a) {
   const int fd = udp_socket(a.b, kPort);
-  if (a.mode == "gso") {
+  if (a.mode == "gso" || a.mode == "gso-zerocopy") {
     const int one = 1;
     if (setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof one) != 0) die("UDP_GRO");
   }
@@ -392,7 +443,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--size must be 1..65000\n");
     return 2;
   }
-  if (a.mode == "single" || a.mode == "mmsg" || a.mode == "gso") {
+  if (a.mode == "single" || a.mode == "mmsg" || a.mode == "gso" || a.mode == "gso-zerocopy") {
     raw_throughput(a);
   } else if (a.mode == "pingpong") {
     raw_pingpong(a);
