@@ -137,40 +137,38 @@ int Node::connect(const ConnInfo& remote) {
   return uroce::connect(*qp_, psn_, {remote.gid, remote.qpn, remote.psn}, o);
 }
 
+int Node::post_one_sge(SendWr wr, uint64_t offset, uint32_t length, bool signaled) {
+  Sge sge{mr_->iova() + offset, length, mr_->lkey()};
+  wr.flags = signaled ? uint32_t{kSendSignaled} : 0u;
+  wr.sg_list = {&sge, length ? 1u : 0u};
+  return qp_->post_send(wr);
+}
+
 int Node::post_write(uint64_t wr_id, uint64_t offset, uint32_t length, uint64_t remote_offset,
                      bool signaled) {
-  Sge sge{mr_->iova() + offset, length, mr_->lkey()};
   SendWr wr;
   wr.wr_id = wr_id;
   wr.opcode = WrOpcode::kRdmaWrite;
-  wr.flags = signaled ? uint32_t{kSendSignaled} : 0u;
-  wr.sg_list = {&sge, length ? 1u : 0u};
   wr.remote_addr = remote_.addr + remote_offset;
   wr.rkey = remote_.rkey;
-  return qp_->post_send(wr);
+  return post_one_sge(wr, offset, length, signaled);
 }
 
 int Node::post_read(uint64_t wr_id, uint64_t offset, uint32_t length, uint64_t remote_offset,
                     bool signaled) {
-  Sge sge{mr_->iova() + offset, length, mr_->lkey()};
   SendWr wr;
   wr.wr_id = wr_id;
   wr.opcode = WrOpcode::kRdmaRead;
-  wr.flags = signaled ? uint32_t{kSendSignaled} : 0u;
-  wr.sg_list = {&sge, length ? 1u : 0u};
   wr.remote_addr = remote_.addr + remote_offset;
   wr.rkey = remote_.rkey;
-  return qp_->post_send(wr);
+  return post_one_sge(wr, offset, length, signaled);
 }
 
 int Node::post_send(uint64_t wr_id, uint64_t offset, uint32_t length, bool signaled) {
-  Sge sge{mr_->iova() + offset, length, mr_->lkey()};
   SendWr wr;
   wr.wr_id = wr_id;
   wr.opcode = WrOpcode::kSend;
-  wr.flags = signaled ? uint32_t{kSendSignaled} : 0u;
-  wr.sg_list = {&sge, length ? 1u : 0u};
-  return qp_->post_send(wr);
+  return post_one_sge(wr, offset, length, signaled);
 }
 
 int Node::post_recv(uint64_t wr_id, uint64_t offset, uint32_t length) {
@@ -183,16 +181,13 @@ int Node::post_recv(uint64_t wr_id, uint64_t offset, uint32_t length) {
 
 int Node::post_fetch_add(uint64_t wr_id, uint64_t offset, uint64_t remote_offset, uint64_t add,
                          bool signaled) {
-  Sge sge{mr_->iova() + offset, 8, mr_->lkey()};
   SendWr wr;
   wr.wr_id = wr_id;
   wr.opcode = WrOpcode::kAtomicFetchAdd;
-  wr.flags = signaled ? uint32_t{kSendSignaled} : 0u;
-  wr.sg_list = {&sge, 1};
   wr.remote_addr = remote_.addr + remote_offset;
   wr.rkey = remote_.rkey;
   wr.compare_add = add;
-  return qp_->post_send(wr);
+  return post_one_sge(wr, offset, 8, signaled);
 }
 
 }  // namespace uroce::tools

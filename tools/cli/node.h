@@ -81,6 +81,9 @@ class Node {
 
  private:
   explicit Node(const NodeOptions& options) : opt_(options) {}
+  // Posts `wr` with one SGE over [offset, offset + length) of the buffer (none for length 0),
+  // asking for a completion or not.
+  int post_one_sge(SendWr wr, uint64_t offset, uint32_t length, bool signaled);
   NodeOptions opt_;
   // Link (with the pcap tap when capturing), device and an engine without a thread: this
   // process's one thread drives.
