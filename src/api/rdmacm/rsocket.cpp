@@ -453,7 +453,6 @@ void on_stream_completion(RSocket& s, const ibv_wc& wc) {
 
 void on_dgram_completion(RSocket& s, const ibv_wc& wc);
 
-// Returns the number of completions handled.
 // Hands the CQ's completions to the socket; returns how many.
 int take_completions(RSocket& s) {
   ibv_wc wc[16];
@@ -473,6 +472,7 @@ int take_completions(RSocket& s) {
   return handled;
 }
 
+// take_completions() after reading the completion channel's events; returns how many.
 int drain_cq(RSocket& s) {
   if (!s.cq) return 0;
   // Consume completion-channel events so its fd is quiet until the next armed completion.
@@ -1161,8 +1161,9 @@ int do_rpoll(pollfd* fds, nfds_t nfds, int timeout) {
     }
     if (ready || timeout == 0) return ready;
     // Poll before sleeping, as wait_news does: the look above ran each rsocket's CQ.
-    if (spin_until == 0) spin_until = now_ns() + (any_rsocket ? spin_ns() : 0);
-    if (now_ns() < spin_until && (timeout < 0 || now_ns() < deadline)) continue;
+    const int64_t now = now_ns();
+    if (spin_until == 0) spin_until = now + (any_rsocket ? spin_ns() : 0);
+    if (now < spin_until && (timeout < 0 || now < deadline)) continue;
     timespec wait{};
     if (timeout > 0) {
       const int64_t left = deadline - now_ns();
