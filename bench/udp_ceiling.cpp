@@ -17,9 +17,8 @@
 // Throughput is what the receiver got (datagrams lost to a full receive buffer do not count).
 //
 // Usage: udp_ceiling [--mode M] [--size BYTES] [--seconds S] [--a ADDR] [--b ADDR]
-//   M: single | mmsg | gso | gso-zerocopy | link-single | link-mmsg | link-gso | link-gso-gather |
-//   pingpong |
-//      link-pingpong
+//   M: single | mmsg | gso | gso-zerocopy | link-single | link-mmsg | link-gso |
+//      link-gso-gather | pingpong | link-pingpong
 // Prints one line: "udp_ceiling mode=... size=... gbps=... mpps=..." (ping-pongs: "half_rtt_us=...
 // half_rtt_median_us=... half_rtt_p99_us=...", the mean, median and 99th percentile).
 #include <arpa/inet.h>
@@ -125,6 +124,11 @@ void report_pingpong(const Args& a, double secs, std::vector<double>& rtt_us) {
 
 // ---- Raw UDP -------------------------------------------------------------------------------
 
+// The raw modes that send UDP_SEGMENT and receive UDP_GRO.
+bool raw_gso(const Args& a) {
+  return a.mode == "gso" || a.mode == "gso-zerocopy";
+}
+
 // MSG_ZEROCOPY completions: each notification on the error queue covers a range of sends, and
 // says whether the kernel copied the data after all (SO_EE_CODE_ZEROCOPY_COPIED: on loopback and
 // other local delivery it must, docs/performance.md).
@@ -214,7 +218,7 @@ void raw_sender(const Args& a, std::atomic<bool>& stop) {
 }
 
 uint64_t raw_receiver(const Args& a, int fd, std::atomic<bool>& stop, double& secs) {
-  const bool gro = a.mode == "gso" || a.mode == "gso-zerocopy";
+  const bool gro = raw_gso(a);
   const size_t buf_bytes = gro ? 65536 : a.size;
   std::vector<uint8_t> bufs(buf_bytes * kBatch);
   std::vector<mmsghdr> msgs(kBatch);
@@ -254,7 +258,7 @@ uint64_t raw_receiver(const Args& a, int fd, std::atomic<bool>& stop, double& se
 
 void raw_throughput(const Args& a) {
   const int fd = udp_socket(a.b, kPort);
-  if (a.mode == "gso" || a.mode == "gso-zerocopy") {
+  if (raw_gso(a)) {
     const int one = 1;
     if (setsockopt(fd, IPPROTO_UDP, UDP_GRO, &one, sizeof one) != 0) die("UDP_GRO");
   }
@@ -443,7 +447,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "--size must be 1..65000\n");
     return 2;
   }
-  if (a.mode == "single" || a.mode == "mmsg" || a.mode == "gso" || a.mode == "gso-zerocopy") {
+  if (a.mode == "single" || a.mode == "mmsg" || raw_gso(a)) {
     raw_throughput(a);
   } else if (a.mode == "pingpong") {
     raw_pingpong(a);
